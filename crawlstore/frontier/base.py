@@ -1,0 +1,179 @@
+"""``Frontier``: the protocol every storage and facade implements, and the facade chain."""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from ..clock import Clock
+from ..seed import Seed
+from .protocol import Admission, Pop, Reason, Report, Stats
+from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    import asyncio
+    import threading
+
+    from ..seen import SeenSet
+    from .facades import (
+        AllowHosts,
+        Dedup,
+        Filter,
+        MaxDepth,
+        RetryFacade,
+        RetryPolicy,
+        Scored,
+        TagBackoff,
+    )
+
+__all__ = ["Frontier", "StateMap"]
+
+#: Persisted key/value state a facade keeps in its storage (values must be msgpack-able).
+StateMap = MutableMapping[str, Any]
+
+
+class Frontier(ABC):
+    """Push seeds in, pop ready seeds out, report how each ended.
+
+    A *storage* (``InMemFrontier``, a store's frontier) holds state; a *facade* wraps another
+    frontier and holds policy. The chain methods (``dedup()``, ``retry(3)`` ...) wrap ``self``
+    and return the new outermost frontier: a push flows from the last one called inwards.
+    """
+
+    # -- the protocol ---------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def clock(self) -> Clock:
+        """The clock of the storage; every facade in the chain shares it."""
+
+    @abstractmethod
+    def push(self, seed: Seed) -> Admission:
+        """Offer a seed; the answer says whether it was queued, or why not."""
+
+    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        """Offer several seeds in one transaction."""
+        with self.transaction():
+            return [self.push(seed) for seed in seeds]
+
+    @abstractmethod
+    def pop(self) -> Pop:
+        """``Ready(seed)`` (now in flight), ``Wait(until)``, or ``Empty``."""
+
+    @abstractmethod
+    def report(self, report: Report) -> None:
+        """Tell the frontier how a popped seed ended (or pause a tag with ``Backoff``)."""
+
+    @abstractmethod
+    def refuse(self, seed: Seed, reason: Reason) -> Admission:
+        """Count a refusal in the storage's statistics and return it: facades call this."""
+
+    @abstractmethod
+    def schedule(self, seed: Seed, at: float) -> None:
+        """Queue ``seed`` at time ``at``; one schedule per fingerprint (a new one replaces)."""
+
+    @abstractmethod
+    def state(self, namespace: str) -> StateMap:
+        """A facade's persisted key/value state, kept by the storage."""
+
+    @abstractmethod
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """Group operations into one atomic step; nested use joins the outer one."""
+
+    @abstractmethod
+    def stats(self) -> Stats:
+        """Counters and gauges."""
+
+    @abstractmethod
+    def snapshot(self) -> Snapshot:
+        """Every seed held: queued, in flight, and scheduled (retries, pauses, revisits)."""
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Seeds held: queued, in flight and scheduled."""
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    def next_seed(
+        self,
+        *,
+        timeout: float | None = None,
+        stop: threading.Event | None = None,
+        sleep: Callable[[float], Any] | None = None,
+        poll: float = 1.0,
+    ) -> Seed | None:
+        """Block until a seed is ready; ``None`` when the crawl is over, timed out or stopped."""
+        from .waiting import next_seed
+
+        return next_seed(self, timeout=timeout, stop=stop, sleep=sleep, poll=poll)
+
+    async def anext_seed(
+        self,
+        *,
+        timeout: float | None = None,
+        stop: asyncio.Event | None = None,
+        sleep: Callable[[float], Any] | None = None,
+        poll: float = 1.0,
+    ) -> Seed | None:
+        """The asyncio twin of ``next_seed``."""
+        from .waiting import anext_seed
+
+        return await anext_seed(self, timeout=timeout, stop=stop, sleep=sleep, poll=poll)
+
+    # -- the facade chain -----------------------------------------------------------------------
+
+    def dedup(self) -> Dedup:
+        """Refuse seeds whose fingerprint was admitted before (an in-memory exact set)."""
+        from ..seen import InMemSeen
+        from .facades import Dedup
+
+        return Dedup(self, InMemSeen())
+
+    def dedup_with(self, seen: SeenSet) -> Dedup:
+        """Dedup against ``seen``: any seen set, e.g. ``BloomSeen`` or a store's."""
+        from .facades import Dedup
+
+        return Dedup(self, seen)
+
+    def filter(self, predicate: Callable[[Seed], bool]) -> Filter:
+        """Refuse seeds for which ``predicate`` is false (reason ``FILTERED``)."""
+        from .facades import Filter
+
+        return Filter(self, predicate)
+
+    def allow_hosts(self, hosts: Iterable[str]) -> AllowHosts:
+        """Refuse seeds outside these hosts and their subdomains (reason ``OUT_OF_SCOPE``)."""
+        from .facades import AllowHosts
+
+        return AllowHosts(self, hosts)
+
+    def max_depth(self, depth: int) -> MaxDepth:
+        """Refuse seeds deeper than ``depth`` (reason ``TOO_DEEP``)."""
+        from .facades import MaxDepth
+
+        return MaxDepth(self, depth)
+
+    def retry(self, max_retries: int) -> RetryFacade:
+        """Retry failed seeds up to ``max_retries`` times with exponential backoff."""
+        from .facades import RetryPolicy
+
+        return self.retry_with(RetryPolicy(max_retries))
+
+    def retry_with(self, policy: RetryPolicy) -> RetryFacade:
+        from .facades import RetryFacade
+
+        return RetryFacade(self, policy)
+
+    def tag_backoff(self) -> TagBackoff:
+        """Honour ``Backoff(tag, until)``: that tag's seeds wait, in order, while others go on."""
+        from .facades import TagBackoff
+
+        return TagBackoff(self)
+
+    def score(self, scorer: Callable[[Seed], int]) -> Scored:
+        """Best-first: add ``scorer(seed)`` to each pushed seed's priority (saturating)."""
+        from .facades import Scored
+
+        return Scored(self, scorer)

@@ -1,0 +1,286 @@
+"""Facades: policy wrapped around any frontier. Each keeps its state in the storage below it.
+
+Order matters, since a push flows from the outermost facade (the last one chained) inwards:
+
+    InMemFrontier.fifo().dedup().allow_hosts([...]).max_depth(5).retry(3).tag_backoff()
+
+Scope and depth filters refuse before the seed reaches ``dedup`` either way, because ``Dedup``
+records a fingerprint only once the frontier under it admitted the seed: a seed refused further
+in is never burnt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from ..clock import Clock
+from ..seed import PRIORITY_MAX, PRIORITY_MIN, Seed, _tag_name
+from ..seen import SeenSet
+from ..url import parse_http_url
+from .base import Frontier, StateMap
+from .protocol import (
+    Admission,
+    Backoff,
+    Failed,
+    Pop,
+    Ready,
+    Reason,
+    Report,
+    Reschedule,
+    Retry,
+    Stats,
+)
+from .snapshot import Snapshot
+
+__all__ = [
+    "AllowHosts",
+    "Dedup",
+    "Facade",
+    "Filter",
+    "MaxDepth",
+    "RetryFacade",
+    "RetryPolicy",
+    "Scored",
+    "TagBackoff",
+]
+
+
+class Facade(Frontier):
+    """A frontier that wraps ``inner`` and delegates everything it does not change."""
+
+    def __init__(self, inner: Frontier) -> None:
+        if not isinstance(inner, Frontier):
+            raise TypeError(f"a facade wraps a Frontier, not {type(inner).__name__}")
+        self.inner = inner
+
+    @property
+    def clock(self) -> Clock:
+        return self.inner.clock
+
+    def push(self, seed: Seed) -> Admission:
+        return self.inner.push(seed)
+
+    def pop(self) -> Pop:
+        return self.inner.pop()
+
+    def report(self, report: Report) -> None:
+        self.inner.report(report)
+
+    def refuse(self, seed: Seed, reason: Reason) -> Admission:
+        return self.inner.refuse(seed, reason)
+
+    def schedule(self, seed: Seed, at: float) -> None:
+        self.inner.schedule(seed, at)
+
+    def state(self, namespace: str) -> StateMap:
+        return self.inner.state(namespace)
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        return self.inner.transaction()
+
+    def stats(self) -> Stats:
+        return self.inner.stats()
+
+    def snapshot(self) -> Snapshot:
+        return self.inner.snapshot()
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __repr__(self) -> str:
+        return f"{self.inner!r}.{type(self).__name__}"
+
+
+class Dedup(Facade):
+    """Refuse a seed whose fingerprint is in ``seen``; record it once the inner frontier admits.
+
+    Check, push and record are one transaction, so a crash cannot separate them.
+    """
+
+    def __init__(self, inner: Frontier, seen: SeenSet) -> None:
+        super().__init__(inner)
+        self.seen = seen
+
+    def push(self, seed: Seed) -> Admission:
+        fp = seed.fingerprint
+        with self.inner.transaction():
+            if fp in self.seen:
+                return self.inner.refuse(seed, Reason.DUPLICATE)
+            admission = self.inner.push(seed)
+            if admission:
+                self.seen.insert(fp)
+            return admission
+
+
+class Filter(Facade):
+    """Refuse seeds for which the predicate is false."""
+
+    reason = Reason.FILTERED
+
+    def __init__(self, inner: Frontier, predicate: Callable[[Seed], bool]) -> None:
+        super().__init__(inner)
+        self.predicate = predicate
+
+    def push(self, seed: Seed) -> Admission:
+        if not self.predicate(seed):
+            return self.inner.refuse(seed, self.reason)
+        return self.inner.push(seed)
+
+
+def _normalise_host(host: str) -> str:
+    return parse_http_url(f"http://{host.strip().rstrip('.')}/").hostname
+
+
+class AllowHosts(Filter):
+    """Admit only these hosts and their subdomains; case-insensitive, ports ignored."""
+
+    reason = Reason.OUT_OF_SCOPE
+
+    def __init__(self, inner: Frontier, hosts: Iterable[str]) -> None:
+        if isinstance(hosts, str):
+            raise TypeError("allow_hosts takes a list of hosts, not one string")
+        self.hosts = frozenset(_normalise_host(h) for h in hosts)
+        super().__init__(inner, self._allowed)
+
+    def _allowed(self, seed: Seed) -> bool:
+        host: str = parse_http_url(seed.url).hostname
+        while True:
+            if host in self.hosts:
+                return True
+            _, dot, host = host.partition(".")
+            if not dot:
+                return False
+
+
+class MaxDepth(Facade):
+    """Refuse seeds deeper than ``depth``; a seed at exactly ``depth`` is admitted."""
+
+    def __init__(self, inner: Frontier, depth: int) -> None:
+        super().__init__(inner)
+        if depth < 0:
+            raise ValueError(f"max_depth must be >= 0: {depth}")
+        self.depth = depth
+
+    def push(self, seed: Seed) -> Admission:
+        if seed.depth > self.depth:
+            return self.inner.refuse(seed, Reason.TOO_DEEP)
+        return self.inner.push(seed)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how soon to retry: ``base_delay`` doubling (``multiplier``) up to
+    ``max_delay``, each delay shortened by up to ``jitter`` (a fraction, 0.2 = 20%).
+    """
+
+    max_retries: int
+    base_delay: float = 0.5
+    multiplier: float = 2.0
+    max_delay: float = 30.0
+    jitter: float = 0.2
+    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0: {self.max_retries}")
+        if self.base_delay < 0 or self.max_delay < 0 or self.multiplier < 1:
+            raise ValueError("delays must be >= 0 and the multiplier >= 1")
+        object.__setattr__(self, "jitter", min(1.0, max(0.0, self.jitter)))
+
+    def with_base_delay(self, seconds: float) -> RetryPolicy:
+        return replace(self, base_delay=seconds)
+
+    def with_max_delay(self, seconds: float) -> RetryPolicy:
+        return replace(self, max_delay=seconds)
+
+    def with_multiplier(self, multiplier: float) -> RetryPolicy:
+        return replace(self, multiplier=multiplier)
+
+    def with_jitter(self, fraction: float) -> RetryPolicy:
+        """Clamped to [0, 1]."""
+        return replace(self, jitter=fraction)
+
+    def with_rng(self, rng: random.Random) -> RetryPolicy:
+        return replace(self, rng=rng)
+
+    def delay(self, retry: int) -> float:
+        """Seconds before retry number ``retry`` (1 is the first retry)."""
+        full = min(self.base_delay * self.multiplier ** (retry - 1), self.max_delay)
+        return full * (1.0 - self.rng.uniform(0.0, self.jitter))
+
+
+class RetryFacade(Facade):
+    """Turns ``Retry`` reports into schedules on the storage, and into ``Failed`` once a seed
+    has used its retries. Retried seeds are never pushed again, so dedup never refuses them.
+    """
+
+    def __init__(self, inner: Frontier, policy: RetryPolicy) -> None:
+        super().__init__(inner)
+        self.policy = policy
+
+    def report(self, report: Report) -> None:
+        if not isinstance(report, Retry):
+            self.inner.report(report)
+            return
+        seed = report.seed
+        retry = seed.attempt  # the attempt that failed is followed by retry number `attempt`
+        if retry > self.policy.max_retries:
+            self.inner.report(Failed(seed))
+            return
+        delay = report.after if report.after is not None else self.policy.delay(retry)
+        next_seed = seed.with_attempt(seed.attempt + 1)
+        self.inner.report(Reschedule(next_seed, self.clock() + delay, retried=True))
+
+
+_UNTAGGED = ""
+
+
+class TagBackoff(Facade):
+    """``Backoff(tag, until)`` pauses a tag: its seeds are parked, in order, on the storage's
+    schedule until the pause ends, while other tags go on. The pauses live in the storage.
+    """
+
+    def __init__(self, inner: Frontier) -> None:
+        super().__init__(inner)
+        self.pauses = inner.state("tag_backoff")
+
+    def report(self, report: Report) -> None:
+        if not isinstance(report, Backoff):
+            self.inner.report(report)
+            return
+        key = _tag_name(report.tag) or _UNTAGGED
+        with self.inner.transaction():
+            if report.until > self.pauses.get(key, float("-inf")):
+                self.pauses[key] = report.until
+
+    def pop(self) -> Pop:
+        while True:
+            popped = self.inner.pop()
+            if not isinstance(popped, Ready):
+                return popped
+            key = popped.seed.tag or _UNTAGGED
+            until = self.pauses.get(key)
+            if until is None:
+                return popped
+            if until <= self.clock():
+                with contextlib.suppress(KeyError):
+                    del self.pauses[key]
+                return popped
+            self.inner.report(Reschedule(popped.seed, until))
+
+
+class Scored(Facade):
+    """Best-first crawling: each pushed seed's priority gains ``scorer(seed)``, saturating at
+    the 32-bit bounds. Retried and revisited seeds keep their stored priority.
+    """
+
+    def __init__(self, inner: Frontier, scorer: Callable[[Seed], int]) -> None:
+        super().__init__(inner)
+        self.scorer = scorer
+
+    def push(self, seed: Seed) -> Admission:
+        priority = min(PRIORITY_MAX, max(PRIORITY_MIN, seed.priority + int(self.scorer(seed))))
+        return self.inner.push(seed.with_priority(priority))

@@ -1,0 +1,166 @@
+"""The values of the frontier protocol: admissions, pop results, reports and statistics."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..seed import Seed, Tag
+
+__all__ = [
+    "Admission",
+    "Backoff",
+    "Cancelled",
+    "Done",
+    "Empty",
+    "Failed",
+    "Pop",
+    "Ready",
+    "Reason",
+    "Report",
+    "Reschedule",
+    "Retry",
+    "Skipped",
+    "Stats",
+    "Wait",
+]
+
+
+class Reason(str, enum.Enum):
+    """Why a push was refused."""
+
+    DUPLICATE = "duplicate"
+    TOO_DEEP = "too_deep"
+    FILTERED = "filtered"
+    OUT_OF_SCOPE = "out_of_scope"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The answer to a push: accepted (``reason is None``, truthy) or refused with a reason."""
+
+    reason: Reason | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.reason is None
+
+    def __bool__(self) -> bool:
+        return self.reason is None
+
+
+ACCEPTED = Admission()
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A seed handed out: it is in flight until reported."""
+
+    seed: Seed
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Nothing is ready now; something becomes ready at ``until`` (epoch seconds)."""
+
+    until: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Empty:
+    """Nothing queued or scheduled."""
+
+    def __repr__(self) -> str:
+        return "Empty"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+Empty = _Empty()
+Pop = Ready | Wait | _Empty
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """Crawled: the seed leaves the frontier."""
+
+    seed: Seed
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """Failed for good: not tried again."""
+
+    seed: Seed
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Deliberately not crawled (robots.txt, an aborted tag, a trap)."""
+
+    seed: Seed
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """Not finished because the crawl stopped: the seed goes back to the queue for the next run."""
+
+    seed: Seed
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Try again; ``after`` (seconds) overrides the retry policy's delay. Needs ``retry()``."""
+
+    seed: Seed
+    after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Crawl no seed of ``tag`` before ``until``; ``tag=None`` pauses untagged seeds.
+
+    Needs ``tag_backoff()``; without it the report is ignored.
+    """
+
+    tag: Tag | None
+    until: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reschedule:
+    """End the seed's lease and schedule it (as given) at ``at``: what facades turn reports into.
+
+    ``retried`` counts it as a retry in the statistics.
+    """
+
+    seed: Seed
+    at: float
+    retried: bool = False
+
+
+Report = Done | Failed | Skipped | Cancelled | Retry | Backoff | Reschedule
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Counters since the frontier was created (on a store: since the crawl began) and gauges."""
+
+    admitted: int = 0
+    refused: Mapping[str, int] = field(default_factory=dict)
+    popped: int = 0
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    skipped: int = 0
+    cancelled: int = 0
+    queued: int = 0
+    in_flight: int = 0
+    scheduled: int = 0
+
+    @property
+    def pushed(self) -> int:
+        """Every seed offered: admitted plus refused."""
+        return self.admitted + sum(self.refused.values())

@@ -1,0 +1,247 @@
+"""``Seed``: an immutable request waiting to be crawled, and its msgpack record form."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import InvalidSeed
+from .url import Fingerprint, _canonical, fingerprint_canonical, parse_http_url
+
+__all__ = ["PRIORITY_MAX", "PRIORITY_MIN", "Seed", "Tag"]
+
+PRIORITY_MIN = -(2**31)
+PRIORITY_MAX = 2**31 - 1
+DEPTH_MAX = 2**32 - 1
+
+#: What ``with_tag`` takes: a tag name or an enum member (stored by its name).
+Tag = str | enum.Enum
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_HEADER_VALUE = re.compile(r"[\r\n\x00]")
+_HEADERS_KEY = tuple[tuple[str, str], ...]
+
+
+def _tag_name(tag: Tag | None) -> str | None:
+    if tag is None:
+        return None
+    name = tag.name if isinstance(tag, enum.Enum) else tag
+    if not isinstance(name, str) or not name:
+        raise InvalidSeed(f"a tag must be a non-empty str or an enum member: {tag!r}")
+    return name
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidSeed(f"{name} must be an int in [{low}, {high}]: {value!r}")
+    return value
+
+
+def _check_method(method: object) -> str:
+    if not isinstance(method, str) or not _TOKEN.fullmatch(method):
+        raise InvalidSeed(f"method must be an HTTP token: {method!r}")
+    return method.upper()
+
+
+def _check_header(name: object, value: object) -> tuple[str, str]:
+    if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+        raise InvalidSeed(f"header name must be an HTTP token: {name!r}")
+    if not isinstance(value, str) or _BAD_HEADER_VALUE.search(value):
+        raise InvalidSeed(f"header {name} has an invalid value (CR, LF or NUL): {value!r}")
+    return name, value
+
+
+def _check_body(body: object) -> bytes:
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    raise InvalidSeed(f"body must be bytes or str: {type(body).__name__}")
+
+
+class Seed:
+    """A request waiting to be crawled: method, URL, headers, body, tag, priority, depth, attempt.
+
+    Immutable: every ``with_*`` builder returns a new seed. Its ``fingerprint`` (method,
+    canonical URL, body) identifies the page; tag, priority, depth and headers are not part of it.
+    ``attempt`` counts tries: 1 is the first attempt, each retry adds one.
+    """
+
+    __slots__ = ("_fp", "attempt", "body", "depth", "headers", "method", "priority", "tag", "url")
+
+    method: str
+    url: str
+    headers: _HEADERS_KEY
+    body: bytes
+    tag: str | None
+    priority: int
+    depth: int
+    attempt: int
+    _fp: Fingerprint | None
+
+    def __init__(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Iterable[tuple[str, str]] = (),
+        body: bytes | str = b"",
+        tag: Tag | None = None,
+        priority: int = 0,
+        depth: int = 0,
+        attempt: int = 1,
+    ) -> None:
+        method = _check_method(method)
+        parsed = parse_http_url(url)
+        body_bytes = _check_body(body)
+        self._init(
+            method,
+            parsed.href,
+            tuple(_check_header(n, v) for n, v in headers),
+            body_bytes,
+            _tag_name(tag),
+            _check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX),
+            _check_int("depth", depth, 0, DEPTH_MAX),
+            _check_int("attempt", attempt, 1, DEPTH_MAX),
+            fingerprint_canonical(method, _canonical(parsed), body_bytes),
+        )
+
+    def _init(
+        self,
+        method: str,
+        url: str,
+        headers: _HEADERS_KEY,
+        body: bytes,
+        tag: str | None,
+        priority: int,
+        depth: int,
+        attempt: int,
+        fp: Fingerprint | None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "method", method)
+        setter(self, "url", url)
+        setter(self, "headers", headers)
+        setter(self, "body", body)
+        setter(self, "tag", tag)
+        setter(self, "priority", priority)
+        setter(self, "depth", depth)
+        setter(self, "attempt", attempt)
+        setter(self, "_fp", fp)
+
+    @classmethod
+    def get(cls, url: str) -> Seed:
+        """A GET request for ``url``."""
+        return cls("GET", url)
+
+    # -- builders -------------------------------------------------------------------------------
+
+    def _replace(self, **changes: Any) -> Seed:
+        new = object.__new__(Seed)
+        fields = {name: getattr(self, name) for name in _FIELDS}
+        fields.update(changes)
+        new._init(**fields, fp=self._fp if "body" not in changes else None)
+        return new
+
+    def with_tag(self, tag: Tag | None) -> Seed:
+        return self._replace(tag=_tag_name(tag))
+
+    def with_priority(self, priority: int) -> Seed:
+        return self._replace(priority=_check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX))
+
+    def with_depth(self, depth: int) -> Seed:
+        return self._replace(depth=_check_int("depth", depth, 0, DEPTH_MAX))
+
+    def with_attempt(self, attempt: int) -> Seed:
+        return self._replace(attempt=_check_int("attempt", attempt, 1, DEPTH_MAX))
+
+    def with_header(self, name: str, value: str) -> Seed:
+        """Add a header (a repeated name adds another value, as HTTP allows)."""
+        return self._replace(headers=(*self.headers, _check_header(name, value)))
+
+    def with_body(self, body: bytes | str) -> Seed:
+        return self._replace(body=_check_body(body))
+
+    # -- identity -------------------------------------------------------------------------------
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        """The page's identity for dedup, leases and validators."""
+        fp = self._fp
+        if fp is None:
+            fp = fingerprint_canonical(self.method, _canonical(parse_http_url(self.url)), self.body)
+            object.__setattr__(self, "_fp", fp)
+        return fp
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Seed):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Seed is immutable; use with_{name}()")
+
+    def __repr__(self) -> str:
+        parts = [repr(self.method), repr(self.url)]
+        for name, default in _DEFAULTS.items():
+            value = getattr(self, name)
+            if value != default:
+                parts.append(f"{name}={value!r}")
+        return f"Seed({', '.join(parts)})"
+
+    # -- records --------------------------------------------------------------------------------
+
+    def to_record(self) -> list[Any]:
+        """A msgpack-ready list; ``from_record`` reads it back (stores version the layout)."""
+        return [
+            self.method,
+            self.url,
+            [list(h) for h in self.headers],
+            self.body,
+            self.tag,
+            self.priority,
+            self.depth,
+            self.attempt,
+        ]
+
+    @classmethod
+    def from_record(cls, record: Any) -> Seed:
+        """Rebuild a seed from ``to_record`` output, validating every field (``InvalidSeed``)."""
+        if not isinstance(record, (list, tuple)) or len(record) != len(_FIELDS):
+            raise InvalidSeed(f"a seed record is a list of {len(_FIELDS)} fields: {record!r}")
+        method, url, headers, body, tag, priority, depth, attempt = record
+        if not isinstance(headers, (list, tuple)) or not all(
+            isinstance(h, (list, tuple)) and len(h) == 2 for h in headers
+        ):
+            raise InvalidSeed(f"seed headers must be name/value pairs: {headers!r}")
+        if tag is not None and not isinstance(tag, str):
+            raise InvalidSeed(f"a stored tag must be a str: {tag!r}")
+        return cls(
+            method,
+            url,
+            headers=[(n, v) for n, v in headers],
+            body=body,
+            tag=tag,
+            priority=priority,
+            depth=depth,
+            attempt=attempt,
+        )
+
+
+_FIELDS = ("method", "url", "headers", "body", "tag", "priority", "depth", "attempt")
+_DEFAULTS: dict[str, object] = {
+    "headers": (),
+    "body": b"",
+    "tag": None,
+    "priority": 0,
+    "depth": 0,
+    "attempt": 1,
+}
