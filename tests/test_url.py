@@ -149,7 +149,7 @@ def test_seed_fingerprint_ignores_tag_priority_depth_headers() -> None:
 
 
 def test_tracking_parameters_are_configurable() -> None:
-    assert TRACKING_PARAMS <= tracking.names
+    assert tracking.names >= TRACKING_PARAMS
     url = "https://example.com/?sid=1&fbclid=2&a=1"
     try:
         tracking.add("SID")

@@ -91,6 +91,9 @@ class InMemFrontier(Frontier):
             frontier.schedule(seed, at)
         return frontier
 
+    def __repr__(self) -> str:
+        return f"InMemFrontier({self._order!r})"
+
     @property
     def order(self) -> str:
         return self._order

@@ -1,0 +1,29 @@
+"""``python -m benchmarks [--quick]``: every benchmark in one run, printed as a markdown table."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+
+from . import core
+from .harness import table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    args = parser.parse_args()
+    n = 10_000 if args.quick else 100_000
+    results = [
+        *core.bench_fingerprint(n // 2),
+        *core.bench_parser(n // 2),
+        *core.bench_frontier(n),
+        *core.bench_seen(n * 10 if not args.quick else n),
+    ]
+    print(f"python {platform.python_version()} on {platform.machine()}, {sys.platform}")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

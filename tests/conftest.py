@@ -1,0 +1,54 @@
+"""Shared fixtures: one behaviour suite runs against every frontier storage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from crawlstore import InMemFrontier, ManualClock, Seed
+from crawlstore.frontier import Frontier
+
+MakeFrontier = Callable[..., Frontier]
+
+STORAGES = ["memory"]
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture(params=STORAGES)
+def make_frontier(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[MakeFrontier]:
+    """``make_frontier(order="fifo")`` builds an empty storage on the test's clock."""
+
+    def make(order: str = "fifo") -> Frontier:
+        return InMemFrontier(order, clock=clock)
+
+    yield make
+
+
+def seed(path: str, **fields: object) -> Seed:
+    """``https://example.com/{path}`` with the given fields."""
+    return Seed("GET", f"https://example.com/{path}", **fields)  # type: ignore[arg-type]
+
+
+def path_of(popped: object) -> str | None:
+    """The path of a ``Ready`` seed without its leading slash, or None for Wait and Empty."""
+    from crawlstore import Ready
+
+    if isinstance(popped, Ready):
+        return popped.seed.url.split("/", 3)[3]
+    return None
+
+
+def drain(frontier: Frontier) -> list[str]:
+    """Pop until nothing is ready, reporting each seed Done; the paths in pop order."""
+    from crawlstore import Done, Ready
+
+    out = []
+    while isinstance(popped := frontier.pop(), Ready):
+        out.append(path_of(popped) or "")
+        frontier.report(Done(popped.seed))
+    return out

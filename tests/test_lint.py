@@ -1,0 +1,31 @@
+"""The package stays ``mypy --strict`` and ``ruff`` clean: part of the test command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_mypy_strict() -> None:
+    result = run(sys.executable, "-m", "mypy", "--strict", "crawlstore")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff() -> None:
+    check = run(sys.executable, "-m", "ruff", "check", "crawlstore", "tests", "benchmarks")
+    assert check.returncode == 0, check.stdout + check.stderr
+    fmt = run(sys.executable, "-m", "ruff", "format", "--check", "crawlstore", "tests")
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def test_demo_runs() -> None:
+    result = run(sys.executable, "-m", "crawlstore.demo", "--pages", "200")
+    assert result.returncode == 0, result.stderr
+    assert "crawled " in result.stdout and "left in the frontier: 0" in result.stdout
