@@ -23,7 +23,9 @@ from .frontier import (
 )
 from .seed import Seed
 from .seen import BloomSeen, InMemSeen, SeenSet
+from .store import Durability, Store, StoreFrontier
 from .url import FINGERPRINT_VERSION, Fingerprint, canonicalize, fingerprint
+from .validators import InMemValidators, Validator
 
 __version__ = "0.1.0"
 
@@ -35,12 +37,14 @@ __all__ = [
     "Cancelled",
     "Clock",
     "Done",
+    "Durability",
     "Empty",
     "Failed",
     "Fingerprint",
     "Frontier",
     "InMemFrontier",
     "InMemSeen",
+    "InMemValidators",
     "ManualClock",
     "Ready",
     "Reason",
@@ -52,6 +56,9 @@ __all__ = [
     "Skipped",
     "Snapshot",
     "Stats",
+    "Store",
+    "StoreFrontier",
+    "Validator",
     "Wait",
     "canonicalize",
     "errors",

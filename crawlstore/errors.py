@@ -17,3 +17,27 @@ class InvalidSnapshot(CrawlstoreError, ValueError):
 
 class NotInFlight(CrawlstoreError, LookupError):
     """A report for a seed that the frontier did not hand out (or whose lease already ended)."""
+
+
+class StoreError(CrawlstoreError):
+    """A problem with a store file or its use."""
+
+
+class NotAStore(StoreError):
+    """The file exists but is not a crawlstore store; it was not modified."""
+
+
+class IncompatibleStore(StoreError):
+    """The store was written by a newer crawlstore (format or fingerprint version)."""
+
+
+class StoreFull(StoreError):
+    """The store reached its maximum size, or the disk is full; nothing committed was lost."""
+
+
+class ReadOnlyStore(StoreError):
+    """A write on a store opened with ``readonly=True``."""
+
+
+class CorruptRecord(StoreError):
+    """A stored record that does not decode; the message names the table and key."""

@@ -136,6 +136,27 @@ class Seed:
         """A GET request for ``url``."""
         return cls("GET", url)
 
+    @classmethod
+    def _trusted(cls, record: Any, fp: bytes | None = None) -> Seed:
+        """Rebuild a seed that this library stored itself: no URL parsing (``ValueError`` or
+        ``TypeError`` on a malformed record; callers name the record)."""
+        method, url, headers, body, tag, priority, depth, attempt = record
+        if not (isinstance(url, str) and isinstance(body, bytes) and isinstance(priority, int)):
+            raise TypeError(f"malformed seed record: {record!r}")
+        new = object.__new__(cls)
+        new._init(
+            method,
+            url,
+            tuple((n, v) for n, v in headers),
+            body,
+            tag,
+            priority,
+            depth,
+            attempt,
+            Fingerprint(fp) if fp is not None else None,
+        )
+        return new
+
     # -- builders -------------------------------------------------------------------------------
 
     def _replace(self, **changes: Any) -> Seed:

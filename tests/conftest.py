@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from crawlstore import InMemFrontier, ManualClock, Seed
+from crawlstore import InMemFrontier, ManualClock, Seed, Store
 from crawlstore.frontier import Frontier
 
 MakeFrontier = Callable[..., Frontier]
 
-STORAGES = ["memory"]
+STORAGES = ["memory", "store"]
 
 
 @pytest.fixture
@@ -23,10 +25,30 @@ def clock() -> ManualClock:
 def make_frontier(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[MakeFrontier]:
     """``make_frontier(order="fifo")`` builds an empty storage on the test's clock."""
 
+    if request.param == "memory":
+        yield lambda order="fifo": InMemFrontier(order, clock=clock)
+        return
+    store = Store.open(tmp_path_factory_path(request) / "frontier.lmdb", clock=clock,
+                       durability="group")  # fmt: skip
+    crawls = itertools.count()
+
     def make(order: str = "fifo") -> Frontier:
-        return InMemFrontier(order, clock=clock)
+        return store.frontier(order, crawl=f"crawl{next(crawls)}")
 
     yield make
+    store.close()
+
+
+def tmp_path_factory_path(request: pytest.FixtureRequest) -> Path:
+    path: Path = request.getfixturevalue("tmp_path")
+    return path
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
+    """A fresh store on the test's clock (group commit: fsync is not what tests check)."""
+    with Store.open(tmp_path / "store.lmdb", clock=clock, durability="group") as s:
+        yield s
 
 
 def seed(path: str, **fields: object) -> Seed:

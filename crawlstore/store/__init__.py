@@ -1,0 +1,237 @@
+"""``Store``: one LMDB file holding crawls: their frontier, seen set and validators."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ..clock import Clock, system_clock
+from ..errors import StoreError
+from ..frontier.snapshot import ORDERS
+from . import keys
+from .engine import FORMAT_VERSION, Durability, Engine, WriteContext, unpack
+from .frontier import QueueInfo, QueueKey, StoreFrontier
+from .seen import StoreBloomSeen, StoreSeen
+from .validators import StoreValidators
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Durability",
+    "QueueInfo",
+    "Store",
+    "StoreBloomSeen",
+    "StoreFrontier",
+    "StoreSeen",
+    "StoreValidators",
+]
+
+_DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
+
+
+class Store:
+    """A crawl-state store in one file (plus LMDB's ``-lock`` file beside it).
+
+    Open it with ``Store.open(path)``; it is a context manager. Several processes may open one
+    file at once; within a process, every ``Store`` on a file shares one LMDB environment.
+    """
+
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self.clock = clock
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability | str = Durability.SAFE,
+        clock: Clock = system_clock,
+        readonly: bool = False,
+        map_size: int = 64 * 2**20,
+        max_map_size: int = _DEFAULT_MAX_MAP,
+        flush_interval: float = 1.0,
+    ) -> Store:
+        """Open (or create) the store at ``path``.
+
+        ``durability``: ``"safe"`` (default), ``"full"`` or ``"group"``, see ``Durability``.
+        ``map_size`` is where the memory map starts; it grows by itself up to ``max_map_size``,
+        past which writes raise ``StoreFull``. ``readonly=True`` inspects a store while a crawl
+        writes to it. Raises ``NotAStore`` or ``IncompatibleStore`` without touching the file.
+        """
+        mode = Durability(durability)
+        if not callable(clock):
+            raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
+        if map_size <= 0 or max_map_size < map_size:
+            raise ValueError("need 0 < map_size <= max_map_size")
+        engine = Engine.acquire(
+            path,
+            durability=mode,
+            readonly=readonly,
+            map_size=map_size,
+            max_map_size=max_map_size,
+            flush_interval=flush_interval,
+        )
+        return cls(engine, clock)
+
+    # -- properties -----------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self._engine.path
+
+    @property
+    def readonly(self) -> bool:
+        return self._engine.readonly
+
+    @property
+    def durability(self) -> Durability:
+        return self._engine.durability
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Format version, fingerprint version and creation time of the file."""
+        return dict(self._engine.meta)
+
+    def file_size(self) -> int:
+        """Bytes the data file uses (LMDB never shrinks it; see ``backup``)."""
+        return self._engine.used_bytes()
+
+    # -- crawls ---------------------------------------------------------------------------------
+
+    def _crawl(
+        self, name: str, order: str | None = None, *, frontier: bool = False
+    ) -> tuple[int, dict[str, Any]]:
+        """The crawl's id and record, created when missing. A frontier fixes the crawl's order
+        (``order``, or priority) the first time; a different order later is an error."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a crawl name is a non-empty str: {name!r}")
+        if order is not None and order not in ORDERS:
+            raise ValueError(f"order must be one of {ORDERS}: {order!r}")
+        key = name.encode("utf-8")
+
+        def ensure(ctx: WriteContext) -> dict[str, Any]:
+            record = ctx.record("crawls", key)
+            if record is None:
+                ids = ctx.record("meta", b"crawl_ids", lambda: 0) + 1
+                ctx.put_record("meta", b"crawl_ids", ids)
+                record = {"id": ids, "order": None, "created": time.time(), "queues": 0}
+                ctx.put_record("crawls", key, record)
+            if frontier and record["order"] is None:
+                record["order"] = order or "priority"
+                ctx.touch("crawls", key)
+            return record  # type: ignore[no-any-return]
+
+        if self.readonly:
+            dbs = self._engine.dbs
+            raw = self._engine.read(lambda txn: txn.get(key, db=dbs["crawls"]))
+            if raw is None:
+                raise StoreError(f"{self.path} has no crawl named {name!r}")
+            record = unpack("crawls", key, raw)
+        else:
+            record = self._engine.run(ensure)
+        if order is not None and record["order"] not in (None, order):
+            raise StoreError(
+                f"crawl {name!r} is ordered {record['order']!r}; open it with that order"
+            )
+        return int(record["id"]), record
+
+    def crawls(self) -> list[str]:
+        """The names of the crawls in this file."""
+        dbs = self._engine.dbs
+        return self._engine.read(
+            lambda txn: [
+                bytes(k).decode() for k in txn.cursor(db=dbs["crawls"]).iternext(values=False)
+            ]
+        )
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def frontier(
+        self,
+        order: str | None = None,
+        *,
+        crawl: str = "default",
+        queues: str | QueueKey | None = None,
+        delay: float = 0.0,
+        max_in_flight: int | None = None,
+        lease_time: float = 600.0,
+        reap_interval: float = 10.0,
+    ) -> StoreFrontier:
+        """The crawl's persistent frontier; every facade wraps it.
+
+        ``order``: ``"priority"`` (default for a new crawl), ``"fifo"`` or ``"lifo"``; fixed
+        when the crawl is created. ``queues``: ``None`` (one queue), ``"host"`` (one per host,
+        ``max_in_flight`` 1 by default) or a function of the seed. ``delay``: seconds between
+        pops from one queue. ``lease_time``: seconds before a popped seed whose report never
+        came goes back to the queue (leases of a process that is gone go back sooner).
+        """
+        self._check_open()
+        frontier = StoreFrontier(
+            self,
+            crawl=crawl,
+            order=order,
+            queues=queues,
+            delay=delay,
+            max_in_flight=max_in_flight,
+            lease_time=lease_time,
+            reap_interval=reap_interval,
+        )
+        return frontier
+
+    def seen(
+        self, *, crawl: str = "default", bloom: tuple[int, float] | None = None
+    ) -> StoreSeen | StoreBloomSeen:
+        """The crawl's exact seen set, or with ``bloom=(expected, fp_rate)`` its Bloom filter."""
+        self._check_open()
+        cid, _ = self._crawl(crawl)
+        if bloom is None:
+            return StoreSeen(self._engine, keys.u32(cid))
+        expected, fp_rate = bloom
+        return StoreBloomSeen(self._engine, keys.u32(cid), expected, fp_rate)
+
+    def validators(self, *, crawl: str = "default") -> StoreValidators:
+        """The crawl's validators (ETag, Last-Modified) by request fingerprint."""
+        self._check_open()
+        cid, _ = self._crawl(crawl)
+        return StoreValidators(self._engine, keys.u32(cid), self.clock)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group operations of every view into one atomic commit; nested use joins, an
+        exception rolls everything back."""
+        self._check_open()
+        with self._engine.transaction():
+            yield
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self.path}: the store is closed")
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._engine.release()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else self.durability.value
+        return f"<Store {str(self.path)!r} {state}{' readonly' if self.readonly else ''}>"

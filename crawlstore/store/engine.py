@@ -1,0 +1,488 @@
+"""The LMDB environment behind a store: checking and opening the file, one shared environment
+per file per process, write contexts with write-back records, map growth, durability modes.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+import msgpack
+
+from ..errors import (
+    CorruptRecord,
+    IncompatibleStore,
+    NotAStore,
+    ReadOnlyStore,
+    StoreError,
+    StoreFull,
+)
+from ..url import FINGERPRINT_VERSION
+from .keys import Buf
+
+__all__ = ["FORMAT_VERSION", "Durability", "Engine", "WriteContext"]
+
+#: The layout of every record and key in the file; bumped on any incompatible change.
+FORMAT_VERSION = 1
+APP = "crawlstore"
+
+#: Named databases and their flags. Keys start with a 4-byte crawl id wherever crawls differ.
+DATABASES: dict[str, dict[str, Any]] = {
+    "meta": {},  # name -> msgpack
+    "crawls": {},  # crawl name -> msgpack crawl record
+    "counters": {},  # crawl -> msgpack {name: int}
+    "queues": {},  # crawl, qid -> msgpack queue record
+    "qnames": {},  # crawl, queue key -> qid
+    "pending": {},  # crawl, qid, rank, class, seq -> msgpack [fp, seed]
+    "ready": {},  # crawl, ready ms, rr seq -> qid
+    "leases": {},  # crawl, fp, lease seq -> msgpack lease
+    "expiry": {},  # crawl, expiry ms, fp, lease seq -> empty
+    "schedule": {},  # crawl, fp -> msgpack [at, seq, seed]
+    "due": {},  # crawl, due ms, seq -> fp
+    "seen": {"dupsort": True, "dupfixed": True},  # crawl -> fp (sorted duplicates)
+    "bloom": {},  # crawl, kind, chunk -> bits
+    "validators": {},  # crawl, fp -> msgpack [etag, last_modified, stored_at]
+    "state": {},  # crawl, namespace NUL key -> msgpack
+}
+
+_MAGIC = (0xBEEFC0DE).to_bytes(4, "little")
+_T = TypeVar("_T")
+
+
+class Durability(str, enum.Enum):
+    """What a commit promises. Every mode survives a killed process with nothing lost."""
+
+    #: fsync data and meta page at every commit: a power loss loses nothing committed.
+    FULL = "full"
+    #: fsync data at every commit, not the meta page: a power loss may roll back the last
+    #: commits, never corrupts. The default.
+    SAFE = "safe"
+    #: commits reach the OS at once, a flush every ``flush_interval`` seconds reaches the disk:
+    #: a power loss loses up to that interval and, as LMDB documents, may corrupt the file.
+    GROUP = "group"
+
+
+def _process_start(pid: int) -> int:
+    """The process's start time in clock ticks since boot (Linux), or 0 where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def process_alive(pid: int, start: int) -> bool:
+    """Whether the process that took a lease still runs (a reused pid or a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return True  # no /proc: trust the pid
+    if fields[0] == b"Z":
+        return False
+    return start == 0 or int(fields[19]) == start
+
+
+def pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def unpack(db: str, key: Buf, raw: Buf | None) -> Any:
+    if raw is None:
+        raise CorruptRecord(f"{db} record {bytes(key).hex()} is missing")
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except Exception as exc:
+        raise CorruptRecord(f"{db} record {bytes(key).hex()} does not decode: {exc!r}") from None
+
+
+def _check_file(path: Path) -> bool:
+    """True when ``path`` exists and looks like LMDB; ``NotAStore`` when it exists otherwise."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096 + 32)
+    except FileNotFoundError:
+        return False
+    except IsADirectoryError:
+        raise NotAStore(f"{path} is a directory, not a store file") from None
+    if len(head) < 32 or head[16:20] != _MAGIC:
+        raise NotAStore(f"{path} is not a crawlstore store (no LMDB header)")
+    return True
+
+
+class WriteContext:
+    """One write transaction, with decoded records cached and written back once at commit."""
+
+    def __init__(self, engine: Engine, txn: lmdb.Transaction) -> None:
+        self.engine = engine
+        self.txn = txn
+        self.dbs = engine.dbs
+        self._records: dict[tuple[str, bytes], Any] = {}
+        self._dirty: set[tuple[str, bytes]] = set()
+        self._blobs: dict[tuple[str, bytes], bytearray] = {}
+        self._dirty_blobs: set[tuple[str, bytes]] = set()
+        self._after_commit: list[Callable[[], None]] = []
+
+    def record(self, db: str, key: bytes, default: Callable[[], Any] | None = None) -> Any:
+        """The decoded record at ``key`` (cached); ``default()`` (not yet dirty) when missing."""
+        slot = (db, key)
+        try:
+            return self._records[slot]
+        except KeyError:
+            pass
+        raw = self.txn.get(key, db=self.dbs[db])
+        value = unpack(db, key, raw) if raw is not None else (default() if default else None)
+        self._records[slot] = value
+        return value
+
+    def put_record(self, db: str, key: bytes, value: Any) -> None:
+        """Set a record; it is written at commit."""
+        self._records[(db, key)] = value
+        self._dirty.add((db, key))
+
+    def touch(self, db: str, key: bytes) -> None:
+        """Mark a cached record changed in place."""
+        self._dirty.add((db, key))
+
+    def blob(self, db: str, key: bytes, size: int) -> bytearray:
+        """Raw bytes at ``key`` as a cached bytearray (``size`` zero bytes when missing)."""
+        slot = (db, key)
+        blob = self._blobs.get(slot)
+        if blob is None:
+            raw = self.txn.get(key, db=self.dbs[db])
+            blob = bytearray(raw) if raw is not None else bytearray(size)
+            self._blobs[slot] = blob
+        return blob
+
+    def touch_blob(self, db: str, key: bytes) -> None:
+        self._dirty_blobs.add((db, key))
+
+    def next_seq(self) -> int:
+        """A sequence number unique in the file, increasing."""
+        meta = self.record("meta", b"seq", lambda: 0)
+        self.put_record("meta", b"seq", meta + 1)
+        return meta + 1  # type: ignore[no-any-return]
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        self._after_commit.append(callback)
+
+    def flush(self) -> None:
+        for slot in self._dirty:
+            db, key = slot
+            value = self._records[slot]
+            if value is None:
+                self.txn.delete(key, db=self.dbs[db])
+            else:
+                self.txn.put(key, pack(value), db=self.dbs[db])
+        self._dirty.clear()
+        for db, key in self._dirty_blobs:
+            self.txn.put(key, bytes(self._blobs[(db, key)]), db=self.dbs[db])
+        self._dirty_blobs.clear()
+
+    def committed(self) -> None:
+        for callback in self._after_commit:
+            callback()
+
+
+_registry: dict[str, Engine] = {}
+_registry_lock = threading.Lock()
+
+
+class Engine:
+    """One LMDB environment per file per process, shared by every ``Store`` opened on it."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        durability: Durability,
+        readonly: bool,
+        map_size: int,
+        max_map_size: int,
+        flush_interval: float,
+    ) -> None:
+        self.path = path
+        self.durability = durability
+        self.readonly = readonly
+        self.max_map_size = max_map_size
+        self.pid = os.getpid()
+        self.owner = (self.pid, _process_start(self.pid))
+        self.lock = threading.RLock()
+        self._local = threading.local()
+        self.refs = 0
+        exists = _check_file(path)
+        if readonly and not exists:
+            raise StoreError(f"{path} does not exist (readonly=True opens existing stores only)")
+        try:
+            self.env = lmdb.open(
+                str(path),
+                subdir=False,
+                map_size=map_size,
+                max_dbs=len(DATABASES) + 1,
+                readonly=readonly,
+                sync=durability is not Durability.GROUP,
+                metasync=durability is Durability.FULL,
+                max_spare_txns=0,
+                max_readers=1024,
+                lib_version=0,
+            )
+        except lmdb.InvalidError:
+            raise NotAStore(f"{path} is not a crawlstore store (invalid LMDB file)") from None
+        except lmdb.VersionMismatchError:
+            raise IncompatibleStore(f"{path} was written by another LMDB version") from None
+        except lmdb.ReadonlyError:
+            raise ReadOnlyStore(f"{path} cannot be opened for writing (read-only)") from None
+        except lmdb.Error as exc:
+            raise StoreError(f"{path} cannot be opened: {exc}") from None
+        try:
+            self.env.reader_check()
+            self.dbs = self._open_databases()
+        except BaseException:
+            self.env.close()
+            raise
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        if durability is Durability.GROUP and not readonly:
+            self._flusher = threading.Thread(
+                target=self._flush_loop,
+                args=(flush_interval,),
+                daemon=True,
+                name="crawlstore-flush",
+            )
+            self._flusher.start()
+
+    # -- opening --------------------------------------------------------------------------------
+
+    @classmethod
+    def acquire(cls, path: str | os.PathLike[str], **options: Any) -> Engine:
+        """The process's engine for ``path``, opened on first use."""
+        real = Path(os.path.realpath(path))
+        with _registry_lock:
+            engine = _registry.get(str(real))
+            if engine is not None and engine.pid != os.getpid():
+                engine = None  # inherited across fork(): never reuse it
+            if engine is None:
+                engine = cls(real, **options)
+                _registry[str(real)] = engine
+            elif options["readonly"] is False and engine.readonly:
+                raise StoreError(f"{real} is already open read-only in this process")
+            engine.refs += 1
+            return engine
+
+    def release(self) -> None:
+        with _registry_lock:
+            self.refs -= 1
+            if self.refs > 0:
+                return
+            if _registry.get(str(self.path)) is self:
+                del _registry[str(self.path)]
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        with self.lock:
+            if self.durability is Durability.GROUP and not self.readonly:
+                self.env.sync(True)
+            self.env.close()
+
+    def _open_databases(self) -> dict[str, Any]:
+        with self.env.begin(write=False) as txn:
+            main_keys = [bytes(k) for k, _ in txn.cursor()]
+        if not main_keys:
+            if self.readonly:
+                raise NotAStore(f"{self.path} is an empty LMDB file, not a crawlstore store")
+            return self._create()
+        if b"meta" not in main_keys:
+            raise NotAStore(f"{self.path} is an LMDB file of another application")
+        meta_db = self.env.open_db(b"meta", create=False)
+        with self.env.begin(db=meta_db) as txn:
+            raw = txn.get(b"meta")
+        meta = unpack("meta", b"meta", raw) if raw is not None else None
+        if not isinstance(meta, dict) or meta.get("app") != APP:
+            raise NotAStore(f"{self.path} is an LMDB file of another application")
+        if meta.get("format", 0) > FORMAT_VERSION:
+            raise IncompatibleStore(
+                f"{self.path} has format version {meta['format']}; this crawlstore reads "
+                f"up to {FORMAT_VERSION}: upgrade crawlstore"
+            )
+        if meta.get("fingerprint") != FINGERPRINT_VERSION:
+            raise IncompatibleStore(
+                f"{self.path} holds fingerprint version {meta.get('fingerprint')}; this "
+                f"crawlstore computes version {FINGERPRINT_VERSION}"
+            )
+        self.meta = meta
+        missing = [name for name in DATABASES if name.encode() not in main_keys]
+        if missing and not self.readonly:
+            with self.env.begin(write=True) as txn:
+                for name in missing:
+                    self.env.open_db(name.encode(), txn=txn, **DATABASES[name])
+        dbs = {}
+        for name, flags in DATABASES.items():
+            if name.encode() in main_keys or not self.readonly:
+                dbs[name] = self.env.open_db(name.encode(), create=False, **flags)
+        return dbs
+
+    def _create(self) -> dict[str, Any]:
+        self.meta = {
+            "app": APP,
+            "format": FORMAT_VERSION,
+            "fingerprint": FINGERPRINT_VERSION,
+            "created": time.time(),
+        }
+        with self.env.begin(write=True) as txn:
+            dbs = {
+                name: self.env.open_db(name.encode(), txn=txn, **flags)
+                for name, flags in DATABASES.items()
+            }
+            txn.put(b"meta", pack(self.meta), db=dbs["meta"])
+        return dbs
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    def _check_process(self) -> None:
+        if os.getpid() != self.pid:
+            raise StoreError(
+                f"{self.path} was opened before fork(); open the store again in the child"
+            )
+
+    def _begin(self, write: bool) -> lmdb.Transaction:
+        for _ in range(3):
+            try:
+                return self.env.begin(write=write)
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)  # another process grew the map: adopt its size
+        raise StoreError(f"{self.path}: the map keeps being resized by another process")
+
+    @property
+    def current(self) -> WriteContext | None:
+        ctx: WriteContext | None = getattr(self._local, "ctx", None)
+        return ctx
+
+    @contextmanager
+    def write(self) -> Iterator[WriteContext]:
+        """A write context; nested use in one thread joins the outer one."""
+        outer = self.current
+        if outer is not None:
+            yield outer
+            return
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} is open read-only")
+        with self.lock:
+            self._check_process()
+            self._grow_early()
+            txn = self._begin(write=True)
+            ctx = WriteContext(self, txn)
+            self._local.ctx = ctx
+            try:
+                try:
+                    yield ctx
+                    ctx.flush()
+                except BaseException:
+                    txn.abort()
+                    raise
+                try:
+                    txn.commit()
+                except lmdb.Error as exc:
+                    raise self._translate(exc) from None
+            finally:
+                self._local.ctx = None
+        ctx.committed()
+
+    @contextmanager
+    def transaction(self) -> Iterator[WriteContext]:
+        """The public grouping of operations: all or nothing; nested use joins."""
+        nested = self.current is not None
+        try:
+            with self.write() as ctx:
+                yield ctx
+        except lmdb.MapFullError:
+            if nested:
+                raise
+            self._grow()
+            raise StoreFull(
+                f"{self.path}: the transaction outgrew the map, which is now larger: retry it"
+            ) from None
+        except lmdb.Error as exc:
+            if nested:
+                raise
+            raise self._translate(exc) from None
+
+    def run(self, operation: Callable[[WriteContext], _T]) -> _T:
+        """Run one operation in a write transaction (or the caller's); a full map is grown and
+        the operation retried, invisibly, up to ``max_map_size``."""
+        if self.current is not None:
+            return operation(self.current)
+        while True:
+            try:
+                with self.write() as ctx:
+                    return operation(ctx)
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.Error as exc:
+                raise self._translate(exc) from None
+
+    def read(self, operation: Callable[[lmdb.Transaction], _T]) -> _T:
+        """Run a read-only operation: in the caller's write transaction, or a short read one."""
+        ctx = self.current
+        if ctx is not None:
+            return operation(ctx.txn)
+        with self.lock:
+            self._check_process()
+            txn = self._begin(write=False)
+            try:
+                return operation(txn)
+            finally:
+                txn.abort()
+
+    # -- size -----------------------------------------------------------------------------------
+
+    def used_bytes(self) -> int:
+        info = self.env.info()
+        return int((info["last_pgno"] + 1) * self.env.stat()["psize"])
+
+    def _grow_early(self) -> None:
+        """Double the map once half of it is used, so grouped transactions rarely fill it."""
+        size = self.env.info()["map_size"]
+        if self.used_bytes() * 2 > size and size < self.max_map_size:
+            self.env.set_mapsize(min(self.max_map_size, size * 2))
+
+    def _grow(self) -> None:
+        with self.lock:
+            size = self.env.info()["map_size"]
+            if size >= self.max_map_size:
+                raise StoreFull(
+                    f"{self.path} reached its maximum size of {self.max_map_size} bytes "
+                    "(max_map_size); nothing committed was lost"
+                )
+            self.env.set_mapsize(min(self.max_map_size, size * 2))
+
+    def _translate(self, exc: lmdb.Error) -> StoreError:
+        if isinstance(exc, lmdb.MapFullError):
+            return StoreFull(f"{self.path}: the transaction does not fit the map; {exc}")
+        if isinstance(exc, (lmdb.DiskError, OSError)) or getattr(exc, "errno", None) in (
+            errno.ENOSPC,
+            errno.EDQUOT,
+        ):
+            return StoreFull(f"{self.path}: the disk is full or failing; {exc}")
+        if isinstance(exc, lmdb.ReadonlyError):
+            return ReadOnlyStore(f"{self.path}: {exc}")
+        return StoreError(f"{self.path}: {exc}")
+
+    def _flush_loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            with suppress(lmdb.Error):
+                self.env.sync(True)

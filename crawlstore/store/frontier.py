@@ -1,0 +1,572 @@
+"""``StoreFrontier``: the persistent frontier storage, with queues, politeness and leases."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import can_ada
+import lmdb
+
+from ..clock import Clock
+from ..errors import CorruptRecord, NotInFlight
+from ..frontier.base import Frontier, StateMap
+from ..frontier.protocol import (
+    ACCEPTED,
+    Admission,
+    Backoff,
+    Cancelled,
+    Done,
+    Empty,
+    Failed,
+    Pop,
+    Ready,
+    Reason,
+    Report,
+    Reschedule,
+    Retry,
+    Skipped,
+    Stats,
+    Wait,
+)
+from ..frontier.snapshot import Snapshot
+from ..seed import Seed
+from ..url import Fingerprint
+from . import keys
+from .engine import WriteContext, pack, process_alive, unpack
+from .state import StoreStateMap
+
+if TYPE_CHECKING:
+    from . import Store
+
+__all__ = ["QueueInfo", "StoreFrontier"]
+
+QueueKey = Callable[[Seed], str]
+_COUNTED = {Done: "done", Failed: "failed", Skipped: "skipped", Retry: "failed"}
+_UNSET: Any = object()
+
+
+def host_key(seed: Seed) -> str:
+    """One queue per host (and port, when it is not the default)."""
+    host: str = can_ada.parse(seed.url).host
+    return host
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """A queue's persisted state: what it holds and its politeness settings."""
+
+    key: str
+    queued: int
+    in_flight: int
+    last_pop: float
+    blocked_until: float
+    delay: float | None
+    max_in_flight: int | None
+
+
+def _new_queue(key: str) -> dict[str, Any]:
+    # n: queued, f: in flight, last: last pop, blk: blocked until, d / cap: overrides,
+    # rk: its key in the ready index (None when not ready-eligible)
+    return {"k": key, "n": 0, "f": 0, "last": float("-inf"), "blk": 0.0, "d": None, "cap": None,
+            "rk": None}  # fmt: skip
+
+
+class StoreFrontier(Frontier):
+    """The frontier of one crawl in a store. Every operation is one write transaction (or
+    joins ``store.transaction()``); every facade works on it as on ``InMemFrontier``.
+
+    Seeds are grouped into queues (one by default, per host, or by a key function). Within a
+    queue, the crawl's order; across queues, round-robin over the queues that are ready. A
+    queue is ready when it holds seeds, is not blocked, its last pop is ``delay`` seconds ago,
+    and fewer than ``max_in_flight`` of its seeds are in flight.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        crawl: str,
+        order: str | None,
+        queues: str | QueueKey | None,
+        delay: float,
+        max_in_flight: int | None,
+        lease_time: float,
+        reap_interval: float,
+    ) -> None:
+        self._store = store
+        self._engine = store._engine
+        self._clock = store.clock
+        self.crawl = crawl
+        self._crawl_key = crawl.encode("utf-8")
+        self._cid, record = store._crawl(crawl, order, frontier=True)
+        self.order: str = record["order"] or "priority"
+        self._prefix = keys.u32(self._cid)
+        if queues is None or queues == "single":
+            self._queue_key: QueueKey = lambda seed: ""
+        elif queues == "host":
+            self._queue_key = host_key
+            if max_in_flight is None:
+                max_in_flight = 1
+        elif callable(queues):
+            self._queue_key = queues
+        else:
+            raise ValueError(f"queues must be None, 'host' or a function: {queues!r}")
+        if delay < 0 or (max_in_flight is not None and max_in_flight < 1):
+            raise ValueError("delay must be >= 0 and max_in_flight >= 1")
+        self.delay = delay
+        self.max_in_flight = max_in_flight
+        self.lease_time = lease_time
+        self.reap_interval = reap_interval
+        self._qids: dict[str, int] = {}
+        self._next_reap = float("-inf")
+        if not self._engine.readonly:
+            self.reap()
+
+    def __repr__(self) -> str:
+        return f"StoreFrontier({self.crawl!r}, order={self.order!r})"
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    # -- queues ---------------------------------------------------------------------------------
+
+    def _qid(self, ctx: WriteContext, key: str) -> int:
+        qid = self._qids.get(key)
+        if qid is not None:
+            return qid
+        name_key = self._prefix + key.encode("utf-8")
+        raw = ctx.txn.get(name_key, db=ctx.dbs["qnames"])
+        if raw is not None:
+            qid = keys.read_u32(raw)
+        else:
+            crawl = ctx.record("crawls", self._crawl_key)
+            qid = crawl["queues"] = crawl.get("queues", 0) + 1
+            ctx.touch("crawls", self._crawl_key)
+            ctx.txn.put(name_key, keys.u32(qid), db=ctx.dbs["qnames"])
+            ctx.put_record("queues", self._prefix + keys.u32(qid), _new_queue(key))
+        ctx.after_commit(lambda: self._qids.__setitem__(key, qid))
+        return qid
+
+    def _queue(self, ctx: WriteContext, qid: int) -> dict[str, Any]:
+        q = ctx.record("queues", self._prefix + keys.u32(qid))
+        if not isinstance(q, dict):
+            raise CorruptRecord(f"queue {qid} of crawl {self.crawl!r} is missing or malformed")
+        return q
+
+    def _ready_at(self, q: dict[str, Any]) -> float | None:
+        """When the queue may be popped next; None when it is empty or at its cap."""
+        cap = q["cap"] if q["cap"] is not None else self.max_in_flight
+        if q["n"] <= 0 or (cap is not None and q["f"] >= cap):
+            return None
+        delay = q["d"] if q["d"] is not None else self.delay
+        return float(max(q["blk"], q["last"] + delay))
+
+    def _place(self, ctx: WriteContext, qid: int, q: dict[str, Any], rotate: bool = False) -> None:
+        """Keep the queue's entry in the ready index in line with its state."""
+        ctx.touch("queues", self._prefix + keys.u32(qid))
+        at = self._ready_at(q)
+        old = q["rk"]
+        if old is not None and at is not None and not rotate:
+            old_ms = keys.read_u64(old, 4)
+            if old_ms == keys.ms(at) or (at <= self._clock() and old_ms <= keys.ms(at)):
+                return  # still right: ready now, or at the same time
+        if old is not None:
+            ctx.txn.delete(old, db=ctx.dbs["ready"])
+        if at is None:
+            q["rk"] = None
+            return
+        new = self._prefix + keys.ms_seq(at, ctx.next_seq())
+        ctx.txn.put(new, keys.u32(qid), db=ctx.dbs["ready"])
+        q["rk"] = new
+
+    def _count(self, ctx: WriteContext, **deltas: int) -> None:
+        counters = ctx.record("counters", self._prefix, dict)
+        for name, delta in deltas.items():
+            counters[name] = counters.get(name, 0) + delta
+        ctx.touch("counters", self._prefix)
+
+    def _enqueue(self, ctx: WriteContext, seed: Seed, cls: int, qid: int | None = None) -> None:
+        if qid is None:
+            qid = self._qid(ctx, self._queue_key(seed))
+        key = (
+            self._prefix
+            + keys.u32(qid)
+            + keys.order_key(self.order, seed.priority, cls, ctx.next_seq())
+        )
+        ctx.txn.put(key, _pack_entry(seed), db=ctx.dbs["pending"])
+        q = self._queue(ctx, qid)
+        q["n"] += 1
+        self._place(ctx, qid, q)
+
+    # -- the protocol ---------------------------------------------------------------------------
+
+    def push(self, seed: Seed) -> Admission:
+        def op(ctx: WriteContext) -> Admission:
+            self._enqueue(ctx, seed, 1)
+            self._count(ctx, admitted=1, queued=1)
+            return ACCEPTED
+
+        return self._engine.run(op)
+
+    def refuse(self, seed: Seed, reason: Reason) -> Admission:
+        self._engine.run(lambda ctx: self._count(ctx, **{"refused:" + reason.value: 1}))
+        return Admission(reason)
+
+    def schedule(self, seed: Seed, at: float) -> None:
+        self._engine.run(lambda ctx: self._schedule(ctx, seed, at))
+
+    def _schedule(self, ctx: WriteContext, seed: Seed, at: float) -> None:
+        fp = seed.fingerprint
+        skey = self._prefix + fp
+        raw = ctx.txn.get(skey, db=ctx.dbs["schedule"])
+        if raw is not None:
+            old_at, old_seq, _ = unpack("schedule", skey, raw)
+            ctx.txn.delete(self._prefix + keys.ms_seq(old_at, old_seq), db=ctx.dbs["due"])
+        else:
+            self._count(ctx, scheduled=1)
+        seq = ctx.next_seq()
+        ctx.txn.put(skey, _pack_schedule(at, seq, seed), db=ctx.dbs["schedule"])
+        ctx.txn.put(self._prefix + keys.ms_seq(at, seq), fp, db=ctx.dbs["due"])
+
+    def pop(self) -> Pop:
+        return self._engine.run(self._pop)
+
+    def _pop(self, ctx: WriteContext) -> Pop:
+        now = self._clock()
+        self._maintain(ctx, now)
+        cursor = ctx.txn.cursor(db=ctx.dbs["ready"])
+        if cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
+            qid = keys.read_u32(cursor.value())
+            q = self._queue(ctx, qid)
+            at = self._ready_at(q)
+            if at is None:
+                raise CorruptRecord(f"queue {q['k']!r} is in the ready index but not ready")
+            if at <= now:
+                rotate = (
+                    cursor.next()
+                    and cursor.key()[:4] == self._prefix
+                    and (keys.read_u64(cursor.key(), 4) <= keys.ms(now))
+                )
+                return Ready(self._take(ctx, qid, q, now, bool(rotate)))
+            return Wait(min(at, self._next_due(ctx) or at))
+        due = self._next_due(ctx)
+        if due is not None:
+            return Wait(due)
+        if self._counters(ctx).get("queued", 0) > 0:
+            return Wait(self._next_expiry(ctx) or now + self.lease_time)  # queues at their cap
+        return Empty
+
+    def _take(
+        self, ctx: WriteContext, qid: int, q: dict[str, Any], now: float, rotate: bool
+    ) -> Seed:
+        cursor = ctx.txn.cursor(db=ctx.dbs["pending"])
+        qprefix = self._prefix + keys.u32(qid)
+        if not (cursor.set_range(qprefix) and cursor.key()[:8] == qprefix):
+            raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
+        key = bytes(cursor.key())
+        seed = _unpack_entry(key, cursor.value())
+        cursor.delete()
+        q["n"] -= 1
+        q["f"] += 1
+        q["last"] = now
+        self._place(ctx, qid, q, rotate=rotate)
+        expires = now + self.lease_time
+        lease_key = self._prefix + seed.fingerprint + keys.u64(ctx.next_seq())
+        pid, start = self._engine.owner
+        ctx.txn.put(lease_key, _pack_lease(qid, expires, pid, start, seed), db=ctx.dbs["leases"])
+        ctx.txn.put(self._expiry_key(expires, lease_key), b"", db=ctx.dbs["expiry"])
+        self._count(ctx, popped=1, queued=-1, in_flight=1)
+        return seed
+
+    def _expiry_key(self, expires: float, lease_key: bytes) -> bytes:
+        return self._prefix + keys.u64(keys.ms(expires)) + lease_key[4:]
+
+    def report(self, report: Report) -> None:
+        if isinstance(report, Backoff):
+            return  # pauses need tag_backoff()
+        self._engine.run(lambda ctx: self._report(ctx, report))
+
+    def _report(self, ctx: WriteContext, report: Report) -> None:
+        assert not isinstance(report, Backoff)
+        seed = report.seed
+        qid = self._end_lease(ctx, seed)
+        if isinstance(report, Cancelled):
+            self._enqueue(ctx, seed, 0, qid)
+            self._count(ctx, cancelled=1, queued=1)
+        elif isinstance(report, Reschedule):
+            self._schedule(ctx, seed, report.at)
+            if report.retried:
+                self._count(ctx, retried=1)
+        else:
+            self._count(ctx, **{_COUNTED[type(report)]: 1})
+
+    def _find_lease(self, ctx: WriteContext, fp: bytes) -> tuple[bytes, list[Any]] | None:
+        cursor = ctx.txn.cursor(db=ctx.dbs["leases"])
+        prefix = self._prefix + fp
+        if cursor.set_range(prefix) and cursor.key()[:20] == prefix:
+            key = bytes(cursor.key())
+            return key, unpack("leases", key, cursor.value())
+        return None
+
+    def _end_lease(self, ctx: WriteContext, seed: Seed) -> int:
+        """Remove the seed's lease (one of them, when the same page is out twice)."""
+        found = self._find_lease(ctx, seed.fingerprint)
+        if found is None:
+            raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {seed!r}")
+        key, lease = found
+        return self._drop_lease(ctx, key, lease)
+
+    def _drop_lease(self, ctx: WriteContext, key: bytes, lease: list[Any]) -> int:
+        qid, expires = lease[0], lease[1]
+        ctx.txn.delete(key, db=ctx.dbs["leases"])
+        ctx.txn.delete(self._expiry_key(expires, key), db=ctx.dbs["expiry"])
+        q = self._queue(ctx, qid)
+        q["f"] -= 1
+        self._place(ctx, qid, q)
+        self._count(ctx, in_flight=-1)
+        return int(qid)
+
+    def _requeue(self, ctx: WriteContext, key: bytes, lease: list[Any]) -> None:
+        """A lease that ended without a report: its seed goes back to the front of its queue."""
+        qid = self._drop_lease(ctx, key, lease)
+        self._enqueue(ctx, _unpack_seed("leases", key, lease[4], key[4:20]), 0, qid)
+        self._count(ctx, queued=1, requeued=1)
+
+    def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
+        """Keep a slow seed leased ``seconds`` (default ``lease_time``) from now."""
+
+        def op(ctx: WriteContext) -> None:
+            found = self._find_lease(ctx, seed.fingerprint)
+            if found is None:
+                raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {seed!r}")
+            key, lease = found
+            ctx.txn.delete(self._expiry_key(lease[1], key), db=ctx.dbs["expiry"])
+            lease[1] = self._clock() + (self.lease_time if seconds is None else seconds)
+            ctx.txn.put(key, _pack_raw_lease(lease), db=ctx.dbs["leases"])
+            ctx.txn.put(self._expiry_key(lease[1], key), b"", db=ctx.dbs["expiry"])
+
+        self._engine.run(op)
+
+    # -- upkeep ---------------------------------------------------------------------------------
+
+    def _maintain(self, ctx: WriteContext, now: float) -> None:
+        """Release due schedules and expired leases; now and then, leases of dead processes."""
+        cursor = ctx.txn.cursor(db=ctx.dbs["due"])
+        now_ms = keys.ms(now)
+        while cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
+            if keys.read_u64(cursor.key(), 4) > now_ms:
+                break
+            fp = bytes(cursor.value())
+            cursor.delete()
+            skey = self._prefix + fp
+            raw = ctx.txn.pop(skey, db=ctx.dbs["schedule"])
+            if raw is None:
+                raise CorruptRecord(f"due entry without a schedule: {skey.hex()}")
+            _, _, record = unpack("schedule", skey, raw)
+            self._enqueue(ctx, _unpack_seed("schedule", skey, record, fp), 0)
+            self._count(ctx, scheduled=-1, queued=1)
+        cursor = ctx.txn.cursor(db=ctx.dbs["expiry"])
+        while cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
+            if keys.read_u64(cursor.key(), 4) > now_ms:
+                break
+            lease_key = self._prefix + bytes(cursor.key())[12:]
+            raw = ctx.txn.get(lease_key, db=ctx.dbs["leases"])
+            if raw is None:
+                raise CorruptRecord(f"expiry entry without a lease: {lease_key.hex()}")
+            self._requeue(ctx, lease_key, unpack("leases", lease_key, raw))
+        if now >= self._next_reap:
+            self._reap(ctx)
+            self._next_reap = now + self.reap_interval
+
+    def reap(self) -> int:
+        """Queue again every seed leased by a process that is gone; how many."""
+        return self._engine.run(self._reap)
+
+    def _reap(self, ctx: WriteContext) -> int:
+        alive: dict[tuple[int, int], bool] = {}
+        dead = []
+        cursor = ctx.txn.cursor(db=ctx.dbs["leases"])
+        if cursor.set_range(self._prefix):
+            for key, raw in cursor:
+                if key[:4] != self._prefix:
+                    break
+                lease = unpack("leases", key, raw)
+                owner = (lease[2], lease[3])
+                if owner not in alive:
+                    alive[owner] = owner == self._engine.owner or process_alive(*owner)
+                if not alive[owner]:
+                    dead.append((bytes(key), lease))
+        for key, lease in dead:
+            self._requeue(ctx, key, lease)
+        return len(dead)
+
+    def _first(self, ctx: WriteContext | None, db: str) -> tuple[bytes, bytes] | None:
+        def first(txn: lmdb.Transaction) -> tuple[bytes, bytes] | None:
+            cursor = txn.cursor(db=self._engine.dbs[db])
+            if cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
+                return bytes(cursor.key()), bytes(cursor.value())
+            return None
+
+        return first(ctx.txn) if ctx is not None else self._engine.read(first)
+
+    def _next_due(self, ctx: WriteContext) -> float | None:
+        first = self._first(ctx, "due")
+        if first is None:
+            return None
+        skey = self._prefix + first[1]
+        raw = ctx.txn.get(skey, db=ctx.dbs["schedule"])
+        return float(unpack("schedule", skey, raw)[0]) if raw is not None else None
+
+    def _next_expiry(self, ctx: WriteContext) -> float | None:
+        first = self._first(ctx, "expiry")
+        return keys.read_u64(first[0], 4) / 1000 if first is not None else None
+
+    # -- politeness -----------------------------------------------------------------------------
+
+    def set_queue(
+        self, key: str, *, delay: float | None = _UNSET, max_in_flight: int | None = _UNSET
+    ) -> None:
+        """Override the default delay or in-flight cap of one queue (None: the default again)."""
+
+        def op(ctx: WriteContext) -> None:
+            qid = self._qid(ctx, key)
+            q = self._queue(ctx, qid)
+            if delay is not _UNSET:
+                q["d"] = delay
+            if max_in_flight is not _UNSET:
+                q["cap"] = max_in_flight
+            self._place(ctx, qid, q, rotate=True)
+
+        self._engine.run(op)
+
+    def block_queue(self, key: str, until: float) -> None:
+        """Pop nothing from this queue before ``until`` (epoch seconds)."""
+
+        def op(ctx: WriteContext) -> None:
+            qid = self._qid(ctx, key)
+            q = self._queue(ctx, qid)
+            q["blk"] = until
+            self._place(ctx, qid, q, rotate=True)
+
+        self._engine.run(op)
+
+    def queue(self, key: str) -> QueueInfo | None:
+        """The state of the queue named ``key``; None when there is none."""
+
+        def read(txn: lmdb.Transaction) -> QueueInfo | None:
+            raw = txn.get(self._prefix + key.encode("utf-8"), db=self._engine.dbs["qnames"])
+            if raw is None:
+                return None
+            qkey = self._prefix + bytes(raw)
+            q = unpack("queues", qkey, txn.get(qkey, db=self._engine.dbs["queues"]))
+            return QueueInfo(q["k"], q["n"], q["f"], q["last"], q["blk"], q["d"], q["cap"])
+
+        return self._engine.read(read)
+
+    def queue_for(self, seed: Seed) -> str:
+        """The key of the queue ``seed`` goes to."""
+        return self._queue_key(seed)
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def state(self, namespace: str) -> StateMap:
+        return StoreStateMap(self._engine, self._prefix, namespace)
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        return self._store.transaction()
+
+    def _counters(self, ctx: WriteContext | None = None) -> dict[str, int]:
+        if ctx is not None:
+            return ctx.record("counters", self._prefix, dict)  # type: ignore[no-any-return]
+        raw = self._engine.read(lambda txn: txn.get(self._prefix, db=self._engine.dbs["counters"]))
+        return unpack("counters", self._prefix, raw) if raw is not None else {}
+
+    def stats(self) -> Stats:
+        c = self._counters(self._engine.current)
+        refused = {k.split(":", 1)[1]: v for k, v in c.items() if k.startswith("refused:") and v}
+        return Stats(
+            admitted=c.get("admitted", 0),
+            refused=refused,
+            popped=c.get("popped", 0),
+            done=c.get("done", 0),
+            failed=c.get("failed", 0),
+            retried=c.get("retried", 0),
+            skipped=c.get("skipped", 0),
+            cancelled=c.get("cancelled", 0),
+            queued=c.get("queued", 0),
+            in_flight=c.get("in_flight", 0),
+            scheduled=c.get("scheduled", 0),
+        )
+
+    def __len__(self) -> int:
+        c = self._counters(self._engine.current)
+        return c.get("queued", 0) + c.get("in_flight", 0) + c.get("scheduled", 0)
+
+    def snapshot(self) -> Snapshot:
+        def read(txn: lmdb.Transaction) -> Snapshot:
+            dbs = self._engine.dbs
+            queued = sorted(
+                (key[8:], _unpack_entry(key, raw))
+                for key, raw in _scan(txn, dbs["pending"], self._prefix)
+            )
+            in_flight = [
+                _unpack_seed("leases", key, unpack("leases", key, raw)[4], key[4:20])
+                for key, raw in _scan(txn, dbs["leases"], self._prefix)
+            ]
+            scheduled = []
+            for key, raw in _scan(txn, dbs["schedule"], self._prefix):
+                at, seq, record = unpack("schedule", key, raw)
+                scheduled.append((at, seq, _unpack_seed("schedule", key, record, key[4:20])))
+            scheduled.sort(key=lambda e: (e[0], e[1]))
+            return Snapshot(
+                self.order,
+                queued=tuple(seed for _, seed in queued),
+                in_flight=tuple(in_flight),
+                scheduled=tuple((at, seed) for at, _, seed in scheduled),
+            )
+
+        return self._engine.read(read)
+
+
+def _scan(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    cursor = txn.cursor(db=db)
+    if cursor.set_range(prefix):
+        for key, value in cursor:
+            if key[: len(prefix)] != prefix:
+                return
+            yield bytes(key), bytes(value)
+
+
+def _pack_entry(seed: Seed) -> bytes:
+    return pack([seed.fingerprint, seed.to_record()])
+
+
+def _unpack_entry(key: keys.Buf, raw: keys.Buf) -> Seed:
+    entry = unpack("pending", key, raw)
+    try:
+        return _unpack_seed("pending", key, entry[1], entry[0])
+    except (TypeError, IndexError):
+        raise CorruptRecord(f"pending record {bytes(key).hex()} is malformed") from None
+
+
+def _unpack_seed(db: str, key: keys.Buf, record: Any, fp: keys.Buf) -> Seed:
+    try:
+        return Seed._trusted(record, Fingerprint(bytes(fp)))
+    except (TypeError, ValueError):
+        raise CorruptRecord(f"{db} record {bytes(key).hex()} holds a malformed seed") from None
+
+
+def _pack_schedule(at: float, seq: int, seed: Seed) -> bytes:
+    return pack([at, seq, seed.to_record()])
+
+
+def _pack_lease(qid: int, expires: float, pid: int, start: int, seed: Seed) -> bytes:
+    return _pack_raw_lease([qid, expires, pid, start, seed.to_record()])
+
+
+def _pack_raw_lease(lease: list[Any]) -> bytes:
+    return pack(lease)

@@ -1,0 +1,52 @@
+"""Fixed-width big-endian key parts: memcmp order is the order crawlstore needs."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_RANK_CLASS_SEQ = struct.Struct(">IBQ")
+_MS_SEQ = struct.Struct(">QQ")
+U64_MAX = 2**64 - 1
+
+#: What LMDB hands back: bytes (or a memoryview into the map with ``buffers=True``).
+Buf = bytes | memoryview
+PRIORITY_TOP = 2**31 - 1
+
+
+def u32(n: int) -> bytes:
+    return _U32.pack(n)
+
+
+def u64(n: int) -> bytes:
+    return _U64.pack(n)
+
+
+def read_u32(b: Buf, offset: int = 0) -> int:
+    return int(_U32.unpack_from(b, offset)[0])
+
+
+def read_u64(b: Buf, offset: int = 0) -> int:
+    return int(_U64.unpack_from(b, offset)[0])
+
+
+def ms(t: float) -> int:
+    """Epoch seconds to whole milliseconds, rounded down, clamped to the key range."""
+    if not math.isfinite(t):
+        return 0 if t < 0 else U64_MAX
+    return min(U64_MAX, max(0, int(t * 1000)))
+
+
+def ms_seq(t: float, seq: int) -> bytes:
+    return _MS_SEQ.pack(ms(t), seq)
+
+
+def order_key(order: str, priority: int, cls: int, seq: int) -> bytes:
+    """(rank, class, seq): highest priority first for the priority order; returning seeds
+    (class 0) before pushed ones (class 1); pushed LIFO seeds newest first."""
+    rank = PRIORITY_TOP - priority if order == "priority" else 0
+    if order == "lifo" and cls == 1:
+        seq = U64_MAX - seq
+    return _RANK_CLASS_SEQ.pack(rank, cls, seq)

@@ -1,0 +1,71 @@
+"""``StoreValidators``: ETag and Last-Modified per fingerprint, persisted across runs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..validators import Validator
+from .engine import WriteContext, pack, unpack
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from .engine import Engine
+
+__all__ = ["StoreValidators"]
+
+
+class StoreValidators:
+    """Validators keyed by request fingerprint; inside ``store.transaction()`` a ``put``
+    commits with the page's report."""
+
+    def __init__(self, engine: Engine, crawl_prefix: bytes, clock: Clock) -> None:
+        self._engine = engine
+        self._prefix = crawl_prefix
+        self._clock = clock
+
+    def get(self, fp: bytes) -> Validator | None:
+        key = self._prefix + fp
+        raw = self._engine.read(lambda txn: txn.get(key, db=self._engine.dbs["validators"]))
+        if raw is None:
+            return None
+        etag, last_modified, _ = unpack("validators", key, raw)
+        return Validator(etag, last_modified)
+
+    def stored_at(self, fp: bytes) -> float | None:
+        """When the validators of ``fp`` were recorded."""
+        key = self._prefix + fp
+        raw = self._engine.read(lambda txn: txn.get(key, db=self._engine.dbs["validators"]))
+        return float(unpack("validators", key, raw)[2]) if raw is not None else None
+
+    def _change(self, ctx: WriteContext, key: bytes, value: bytes | None) -> None:
+        db = ctx.dbs["validators"]
+        existed = ctx.txn.get(key, db=db) is not None
+        if value is None:
+            ctx.txn.delete(key, db=db)
+        else:
+            ctx.txn.put(key, value, db=db)
+        delta = (value is not None) - existed
+        if delta:
+            counters = ctx.record("counters", self._prefix, dict)
+            counters["validators"] = counters.get("validators", 0) + delta
+            ctx.touch("counters", self._prefix)
+
+    def put(self, fp: bytes, validator: Validator) -> None:
+        """Store ``validator``; an empty one deletes what was stored."""
+        if len(fp) != 16:
+            raise TypeError(f"a fingerprint is 16 bytes: {fp!r}")
+        key = self._prefix + fp
+        value = (
+            pack([validator.etag, validator.last_modified, self._clock()]) if validator else None
+        )
+        self._engine.run(lambda ctx: self._change(ctx, key, value))
+
+    def delete(self, fp: bytes) -> None:
+        self._engine.run(lambda ctx: self._change(ctx, self._prefix + fp, None))
+
+    def __len__(self) -> int:
+        ctx = self._engine.current
+        if ctx is not None:
+            return int(ctx.record("counters", self._prefix, dict).get("validators", 0))
+        raw = self._engine.read(lambda txn: txn.get(self._prefix, db=self._engine.dbs["counters"]))
+        return int(unpack("counters", self._prefix, raw).get("validators", 0)) if raw else 0

@@ -1,0 +1,67 @@
+"""Validators: a page's ETag and Last-Modified, keyed by request fingerprint."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .url import Fingerprint
+
+__all__ = ["InMemValidators", "Validator", "Validators"]
+
+
+@dataclass(frozen=True, slots=True)
+class Validator:
+    """What a server said identifies a page's version; at least one field is set."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("etag", "last_modified"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"Validator.{name} must be a str or None: {value!r}")
+
+    def __bool__(self) -> bool:
+        return self.etag is not None or self.last_modified is not None
+
+
+@runtime_checkable
+class Validators(Protocol):
+    """Where validators are kept: in memory for one run, or in a store across runs."""
+
+    def get(self, fp: Fingerprint) -> Validator | None: ...
+
+    def put(self, fp: Fingerprint, validator: Validator) -> None: ...
+
+    def delete(self, fp: Fingerprint) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+class InMemValidators:
+    """Validators in a dict, for one run."""
+
+    def __init__(self) -> None:
+        self._map: dict[Fingerprint, Validator] = {}
+        self._lock = threading.Lock()
+
+    def get(self, fp: Fingerprint) -> Validator | None:
+        return self._map.get(fp)
+
+    def put(self, fp: Fingerprint, validator: Validator) -> None:
+        """Store ``validator``; an empty one deletes what was stored."""
+        with self._lock:
+            if validator:
+                self._map[fp] = validator
+            else:
+                self._map.pop(fp, None)
+
+    def delete(self, fp: Fingerprint) -> None:
+        with self._lock:
+            self._map.pop(fp, None)
+
+    def __len__(self) -> int:
+        return len(self._map)
