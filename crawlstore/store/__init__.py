@@ -68,13 +68,13 @@ class Store:
         mode = Durability(durability)
         if not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
-        if map_size <= 0 or max_map_size < map_size:
-            raise ValueError("need 0 < map_size <= max_map_size")
+        if map_size <= 0 or max_map_size <= 0:
+            raise ValueError(f"map sizes must be positive: {map_size}, {max_map_size}")
         engine = Engine.acquire(
             path,
             durability=mode,
             readonly=readonly,
-            map_size=map_size,
+            map_size=min(map_size, max_map_size),
             max_map_size=max_map_size,
             flush_interval=flush_interval,
         )

@@ -279,10 +279,13 @@ class Engine:
             if engine is None:
                 engine = cls(real, **options)
                 _registry[str(real)] = engine
-            elif options["readonly"] is False and engine.readonly:
-                raise StoreError(f"{real} is already open read-only in this process")
+            elif not options["readonly"] and engine.readonly:
+                raise StoreError(
+                    f"{real} is open read-only in this process: close it before opening it "
+                    "for writing"
+                )
             engine.refs += 1
-            return engine
+            return engine if engine.readonly or not options["readonly"] else ReadOnly(engine)
 
     def release(self) -> None:
         with _registry_lock:
@@ -388,16 +391,13 @@ class Engine:
             ctx = WriteContext(self, txn)
             self._local.ctx = ctx
             try:
-                try:
-                    yield ctx
-                    ctx.flush()
-                except BaseException:
+                yield ctx
+                ctx.flush()
+                txn.commit()
+            except BaseException:
+                with suppress(lmdb.Error):
                     txn.abort()
-                    raise
-                try:
-                    txn.commit()
-                except lmdb.Error as exc:
-                    raise self._translate(exc) from None
+                raise
             finally:
                 self._local.ctx = None
         ctx.committed()
@@ -486,3 +486,26 @@ class Engine:
         while not self._stop.wait(interval):
             with suppress(lmdb.Error):
                 self.env.sync(True)
+
+
+class ReadOnly(Engine):
+    """A writable engine seen through a store opened with ``readonly=True``: reads are shared,
+    writes raise ``ReadOnlyStore``."""
+
+    def __init__(self, engine: Engine) -> None:  # no super().__init__: it shares ``engine``
+        self._inner = engine
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def readonly(self) -> bool:  # type: ignore[override]
+        return True
+
+    @contextmanager
+    def write(self) -> Iterator[WriteContext]:
+        raise ReadOnlyStore(f"{self._inner.path} is open read-only")
+        yield  # pragma: no cover
+
+    def release(self) -> None:
+        self._inner.release()
