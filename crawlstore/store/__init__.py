@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from ..clock import Clock, system_clock
 from ..errors import StoreError
@@ -160,7 +160,7 @@ class Store:
         crawl: str = "default",
         queues: str | QueueKey | None = None,
         delay: float = 0.0,
-        max_in_flight: int | None = None,
+        max_in_flight: int | None | Literal["auto"] = "auto",
         lease_time: float = 600.0,
         reap_interval: float = 10.0,
     ) -> StoreFrontier:
@@ -169,7 +169,8 @@ class Store:
         ``order``: ``"priority"`` (default for a new crawl), ``"fifo"`` or ``"lifo"``; fixed
         when the crawl is created. ``queues``: ``None`` (one queue), ``"host"`` (one per host,
         ``max_in_flight`` 1 by default) or a function of the seed. ``delay``: seconds between
-        pops from one queue. ``lease_time``: seconds before a popped seed whose report never
+        pops from one queue. ``max_in_flight``: seeds of one queue in flight at once (``None``:
+        no cap; ``"auto"``: 1 for host queues, no cap otherwise). ``lease_time``: seconds before a popped seed whose report never
         came goes back to the queue (leases of a process that is gone go back sooner).
         """
         self._check_open()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import can_ada
 import lmdb
@@ -92,7 +92,7 @@ class StoreFrontier(Frontier):
         order: str | None,
         queues: str | QueueKey | None,
         delay: float,
-        max_in_flight: int | None,
+        max_in_flight: int | None | Literal["auto"],
         lease_time: float,
         reap_interval: float,
     ) -> None:
@@ -108,12 +108,14 @@ class StoreFrontier(Frontier):
             self._queue_key: QueueKey = lambda seed: ""
         elif queues == "host":
             self._queue_key = host_key
-            if max_in_flight is None:
+            if max_in_flight == "auto":
                 max_in_flight = 1
         elif callable(queues):
             self._queue_key = queues
         else:
             raise ValueError(f"queues must be None, 'host' or a function: {queues!r}")
+        if max_in_flight == "auto":
+            max_in_flight = None
         if delay < 0 or (max_in_flight is not None and max_in_flight < 1):
             raise ValueError("delay must be >= 0 and max_in_flight >= 1")
         self.delay = delay

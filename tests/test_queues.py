@@ -1,0 +1,107 @@
+"""Queues and politeness on the store: round-robin, delays, in-flight caps, blocks."""
+
+from __future__ import annotations
+
+from conftest import path_of
+
+from crawlstore import Done, Empty, ManualClock, Ready, Seed, Store, Wait
+
+
+def page(host: str, path: str) -> Seed:
+    return Seed.get(f"https://{host}/{path}")
+
+
+def host_of(popped: object) -> str:
+    assert isinstance(popped, Ready), popped
+    return popped.seed.url.split("/")[2]
+
+
+def test_one_queue_by_default_keeps_the_global_order(store: Store) -> None:
+    f = store.frontier("priority")
+    f.push_many([page("a.com", "1"), page("b.com", "2").with_priority(5), page("a.com", "3")])
+    assert [path_of(f.pop()) for _ in range(3)] == ["2", "1", "3"]
+    assert f.queue("") is not None and f.queue("a.com") is None
+
+
+def test_round_robin_across_host_queues(store: Store) -> None:
+    f = store.frontier("fifo", queues="host", max_in_flight=None)
+    f.push_many(
+        [page("a.com", str(i)) for i in range(3)] + [page("b.com", "x"), page("c.com", "y")]
+    )
+    hosts = [host_of(f.pop()) for _ in range(5)]
+    assert hosts == ["a.com", "b.com", "c.com", "a.com", "a.com"]
+    assert f.pop() is Empty
+
+
+def test_host_queues_hold_one_seed_in_flight_by_default(store: Store, clock: ManualClock) -> None:
+    f = store.frontier("fifo", queues="host")
+    f.push_many([page("a.com", "1"), page("a.com", "2"), page("b.com", "3")])
+    first, second = f.pop(), f.pop()
+    assert (host_of(first), host_of(second)) == ("a.com", "b.com")
+    third = f.pop()  # a.com is at its cap: nothing is ready until a report (or lease end)
+    assert isinstance(third, Wait) and third.until == clock() + 600
+    assert isinstance(first, Ready)
+    f.report(Done(first.seed))
+    assert path_of(f.pop()) == "2"
+    info = f.queue("a.com")
+    assert info is not None and (info.queued, info.in_flight) == (0, 1)
+
+
+def test_delay_between_pops_of_one_queue(store: Store, clock: ManualClock) -> None:
+    f = store.frontier("fifo", queues="host", delay=2.0, max_in_flight=None)
+    f.push_many([page("a.com", "1"), page("a.com", "2"), page("b.com", "3")])
+    start = clock()
+    assert host_of(f.pop()) == "a.com"
+    assert host_of(f.pop()) == "b.com"
+    assert f.pop() == Wait(start + 2.0)
+    clock.advance(2.0)
+    assert path_of(f.pop()) == "2"
+
+
+def test_per_queue_overrides_and_blocks(store: Store, clock: ManualClock) -> None:
+    f = store.frontier("fifo", queues="host", max_in_flight=None)
+    f.set_queue("slow.com", delay=10)
+    f.push_many([page("slow.com", "1"), page("slow.com", "2"), page("fast.com", "3")])
+    f.block_queue("fast.com", clock() + 5)
+    assert host_of(f.pop()) == "slow.com"
+    assert f.pop() == Wait(clock() + 5)
+    clock.advance(5)
+    assert host_of(f.pop()) == "fast.com"
+    assert f.pop() == Wait(clock() + 5)
+    f.set_queue("slow.com", delay=None)  # back to the default: ready now
+    assert path_of(f.pop()) == "2"
+    info = f.queue("fast.com")
+    assert info is not None and info.blocked_until == clock()
+
+
+def test_custom_queue_key(store: Store) -> None:
+    f = store.frontier("fifo", queues=lambda seed: seed.tag or "untagged", max_in_flight=None)
+    f.push_many([page("a.com", "1").with_tag("x"), page("b.com", "2").with_tag("x"),
+                 page("c.com", "3")])  # fmt: skip
+    assert f.queue_for(page("z.com", "q").with_tag("x")) == "x"
+    assert [path_of(f.pop()) for _ in range(3)] == ["1", "3", "2"]
+
+
+def test_politeness_state_survives_a_reopen(tmp_path, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "s.lmdb"
+    with Store.open(path, clock=clock, durability="group") as store:
+        f = store.frontier("fifo", queues="host", max_in_flight=None)
+        f.set_queue("a.com", delay=30)
+        f.push_many([page("a.com", "1"), page("a.com", "2")])
+        f.pop()
+    with Store.open(path, clock=clock, durability="group") as store:
+        f = store.frontier(queues="host", max_in_flight=None)
+        assert f.pop() == Wait(clock() + 30)
+        info = f.queue("a.com")
+        assert info is not None and info.delay == 30 and info.in_flight == 1
+
+
+def test_many_queues_pop_without_scanning(store: Store) -> None:
+    f = store.frontier("fifo", queues="host")
+    with store.transaction():
+        for i in range(2000):
+            f.push(page(f"h{i}.com", "x"))
+    with store.transaction():
+        hosts = {host_of(f.pop()) for _ in range(2000)}
+    assert len(hosts) == 2000 and f.stats().in_flight == 2000
+    assert not isinstance(f.pop(), Ready)
