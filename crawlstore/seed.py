@@ -207,6 +207,16 @@ class Seed:
     def __hash__(self) -> int:
         return hash(self._key())
 
+    def __copy__(self) -> Seed:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Seed:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Seeds cross process boundaries (multiprocessing) as their record."""
+        return (Seed._trusted, (self.to_record(), self._fp))
+
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Seed is immutable; use with_{name}()")
 

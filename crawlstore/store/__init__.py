@@ -160,7 +160,7 @@ class Store:
         crawl: str = "default",
         queues: str | QueueKey | None = None,
         delay: float = 0.0,
-        max_in_flight: int | None | Literal["auto"] = "auto",
+        max_in_flight: int | Literal["auto"] | None = "auto",
         lease_time: float = 600.0,
         reap_interval: float = 10.0,
     ) -> StoreFrontier:

@@ -92,7 +92,7 @@ class StoreFrontier(Frontier):
         order: str | None,
         queues: str | QueueKey | None,
         delay: float,
-        max_in_flight: int | None | Literal["auto"],
+        max_in_flight: int | Literal["auto"] | None,
         lease_time: float,
         reap_interval: float,
     ) -> None:

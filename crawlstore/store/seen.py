@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import lmdb
 
 from ..errors import StoreError
 from ..seen import bloom_positions, bloom_size
+from ..url import Fingerprint
 from . import keys
 from .engine import WriteContext, unpack
 
@@ -56,6 +58,17 @@ class StoreSeen:
             return bool(txn.cursor(db=self._engine.dbs["seen"]).set_key_dup(self._key, fp))
 
         return self._engine.read(read)
+
+    def __iter__(self) -> Iterator[Fingerprint]:
+        """Every fingerprint, in byte order (read in one short transaction)."""
+
+        def read(txn: lmdb.Transaction) -> list[Fingerprint]:
+            cursor = txn.cursor(db=self._engine.dbs["seen"])
+            if not cursor.set_key(self._key):
+                return []
+            return [Fingerprint(bytes(fp)) for fp in cursor.iternext_dup()]
+
+        return iter(self._engine.read(read))
 
     def __len__(self) -> int:
         ctx = self._engine.current

@@ -1,0 +1,106 @@
+"""Several processes on one store: each seed is leased to exactly one of them at a time."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from crawlstore import Done, Seed, Store
+
+SEEDS = 2000
+
+
+def worker(path: str, write_fd: int) -> None:
+    store = Store.open(path, durability="group")
+    frontier = store.frontier(lease_time=3600, reap_interval=0.05)
+    while (seed := frontier.next_seed(poll=0.01)) is not None:
+        frontier.report(Done(seed))
+        os.write(write_fd, f"{seed.url}\n".encode())
+    store.close()
+
+
+def victim(path: str, write_fd: int) -> None:
+    """Lease one seed, say which, and hang until killed."""
+    store = Store.open(path, durability="group")
+    seed = store.frontier().next_seed()
+    assert seed is not None
+    os.write(write_fd, f"{seed.url}\n".encode())
+    time.sleep(3600)
+
+
+def fork(target: Callable[[str, int], None], path: Path, count: int) -> tuple[list[int], int]:
+    read_fd, write_fd = os.pipe()
+    pids = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_fd)
+            code = 0
+            try:
+                target(str(path), write_fd)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        pids.append(pid)
+    os.close(write_fd)
+    return pids, read_fd
+
+
+def read_all(read_fd: int, timeout: float) -> list[str]:
+    data = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([read_fd], [], [], 1.0)
+        if ready:
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    os.close(read_fd)
+    return data.decode().split()
+
+
+def fill(path: Path) -> list[str]:
+    urls = [f"https://example.com/{i}" for i in range(SEEDS)]
+    with Store.open(path, durability="group") as store:
+        store.frontier("fifo").push_many(Seed.get(u) for u in urls)
+    return urls
+
+
+def test_four_processes_drain_a_store_exactly_once(tmp_path: Path) -> None:
+    path = tmp_path / "shared.lmdb"
+    urls = fill(path)
+    pids, read_fd = fork(worker, path, 4)
+    crawled = read_all(read_fd, timeout=90)
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+    assert codes == [0, 0, 0, 0]
+    counts = Counter(crawled)
+    assert sorted(counts) == sorted(urls)
+    assert max(counts.values()) == 1  # exactly once
+    with Store.open(path) as store:
+        stats = store.frontier().stats()
+        assert (stats.done, stats.queued, stats.in_flight) == (SEEDS, 0, 0)
+
+
+def test_a_killed_worker_s_seed_goes_to_the_others(tmp_path: Path) -> None:
+    path = tmp_path / "shared.lmdb"
+    urls = fill(path)
+    (victim_pid,), victim_fd = fork(victim, path, 1)
+    ready, _, _ = select.select([victim_fd], [], [], 30)
+    assert ready
+    held = os.read(victim_fd, 4096).decode().strip()
+    os.close(victim_fd)
+    os.kill(victim_pid, signal.SIGKILL)  # dies holding the lease of `held`
+    os.waitpid(victim_pid, 0)
+    pids, read_fd = fork(worker, path, 3)
+    crawled = read_all(read_fd, timeout=90)
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+    assert codes == [0, 0, 0]
+    counts = Counter(crawled)
+    assert held in counts  # the survivors reaped the dead worker's lease
+    assert sorted(counts) == sorted(urls) and max(counts.values()) == 1
