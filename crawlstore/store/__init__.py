@@ -170,8 +170,9 @@ class Store:
         when the crawl is created. ``queues``: ``None`` (one queue), ``"host"`` (one per host,
         ``max_in_flight`` 1 by default) or a function of the seed. ``delay``: seconds between
         pops from one queue. ``max_in_flight``: seeds of one queue in flight at once (``None``:
-        no cap; ``"auto"``: 1 for host queues, no cap otherwise). ``lease_time``: seconds before a popped seed whose report never
-        came goes back to the queue (leases of a process that is gone go back sooner).
+        no cap; ``"auto"``: 1 for host queues, no cap otherwise). ``lease_time``: seconds
+        before a popped seed whose report never came goes back to the queue (leases of a
+        process that is gone go back sooner, checked every ``reap_interval`` seconds).
         """
         self._check_open()
         frontier = StoreFrontier(
