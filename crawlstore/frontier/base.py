@@ -79,7 +79,7 @@ class Frontier(ABC):
         """A facade's persisted key/value state, kept by the storage."""
 
     @abstractmethod
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
         """Group operations into one atomic step; nested use joins the outer one."""
 
     @abstractmethod

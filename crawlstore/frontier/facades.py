@@ -78,7 +78,7 @@ class Facade(Frontier):
     def state(self, namespace: str) -> StateMap:
         return self.inner.state(namespace)
 
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
         return self.inner.transaction()
 
     def stats(self) -> Stats:

@@ -6,7 +6,6 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -204,13 +203,11 @@ class Store:
         cid, _ = self._crawl(crawl)
         return StoreValidators(self._engine, keys.u32(cid), self.clock)
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
         """Group operations of every view into one atomic commit; nested use joins, an
         exception rolls everything back."""
         self._check_open()
-        with self._engine.transaction():
-            yield
+        return self._engine.transaction()
 
     # -- lifetime -------------------------------------------------------------------------------
 

@@ -4,11 +4,13 @@ per file per process, write contexts with write-back records, map growth, durabi
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -159,6 +161,15 @@ class WriteContext:
         """Mark a cached record changed in place."""
         self._dirty.add((db, key))
 
+    def counters(self, key: bytes) -> Counter[str]:
+        """The counters record at ``key``, to change in place; written at commit."""
+        slot = ("counters", key)
+        counters = self._records.get(slot)
+        if not isinstance(counters, Counter):
+            counters = Counter(self.record("counters", key, dict))
+            self.put_record("counters", key, counters)
+        return counters
+
     def blob(self, db: str, key: bytes, size: int) -> bytearray:
         """Raw bytes at ``key`` as a cached bytearray (``size`` zero bytes when missing)."""
         slot = (db, key)
@@ -199,6 +210,7 @@ class WriteContext:
             callback()
 
 
+_JOINED = contextlib.nullcontext()
 _registry: dict[str, Engine] = {}
 _registry_lock = threading.Lock()
 
@@ -402,23 +414,23 @@ class Engine:
                 self._local.ctx = None
         ctx.committed()
 
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
+        """The public grouping of operations: all or nothing; nested use joins (at no cost)."""
+        if self.current is not None:
+            return _JOINED
+        return self._outer_transaction()
+
     @contextmanager
-    def transaction(self) -> Iterator[WriteContext]:
-        """The public grouping of operations: all or nothing; nested use joins."""
-        nested = self.current is not None
+    def _outer_transaction(self) -> Iterator[WriteContext]:
         try:
             with self.write() as ctx:
                 yield ctx
         except lmdb.MapFullError:
-            if nested:
-                raise
             self._grow()
             raise StoreFull(
                 f"{self.path}: the transaction outgrew the map, which is now larger: retry it"
             ) from None
         except lmdb.Error as exc:
-            if nested:
-                raise
             raise self._translate(exc) from None
 
     def run(self, operation: Callable[[WriteContext], _T]) -> _T:

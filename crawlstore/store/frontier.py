@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["QueueInfo", "StoreFrontier"]
 
 QueueKey = Callable[[Seed], str]
+#: A lease: queue id, expiry time, owner pid and start time, then the pending entry's bytes.
+_LEASE = struct.Struct(">Idqq")
 _COUNTED = {Done: "done", Failed: "failed", Skipped: "skipped", Retry: "failed"}
 _UNSET: Any = object()
 
@@ -70,8 +73,9 @@ class QueueInfo:
 def _new_queue(key: str) -> dict[str, Any]:
     # n: queued, f: in flight, last: last pop, blk: blocked until, d / cap: overrides,
     # rk: its key in the ready index (None when not ready-eligible)
+    # ra: the ready time it was placed at
     return {"k": key, "n": 0, "f": 0, "last": float("-inf"), "blk": 0.0, "d": None, "cap": None,
-            "rk": None}  # fmt: skip
+            "rk": None, "ra": None}  # fmt: skip
 
 
 class StoreFrontier(Frontier):
@@ -123,7 +127,7 @@ class StoreFrontier(Frontier):
         self.lease_time = lease_time
         self.reap_interval = reap_interval
         self._qids: dict[str, int] = {}
-        self._next_reap = float("-inf")
+        self._next_reap = self._clock() + reap_interval
         if not self._engine.readonly:
             self.reap()
 
@@ -167,31 +171,31 @@ class StoreFrontier(Frontier):
         delay = q["d"] if q["d"] is not None else self.delay
         return float(max(q["blk"], q["last"] + delay))
 
-    def _place(self, ctx: WriteContext, qid: int, q: dict[str, Any], rotate: bool = False) -> None:
+    def _place(
+        self, ctx: WriteContext, qid: int, q: dict[str, Any], now: float, rotate: bool = False
+    ) -> None:
         """Keep the queue's entry in the ready index in line with its state."""
         ctx.touch("queues", self._prefix + keys.u32(qid))
         at = self._ready_at(q)
         old = q["rk"]
         if old is not None and at is not None and not rotate:
-            old_ms = keys.read_u64(old, 4)
-            if old_ms == keys.ms(at) or (at <= self._clock() and old_ms <= keys.ms(at)):
+            placed = q["ra"]
+            if placed == at or (at <= now and placed <= now):
                 return  # still right: ready now, or at the same time
         if old is not None:
             ctx.txn.delete(old, db=ctx.dbs["ready"])
         if at is None:
-            q["rk"] = None
+            q["rk"] = q["ra"] = None
             return
         new = self._prefix + keys.ms_seq(at, ctx.next_seq())
         ctx.txn.put(new, keys.u32(qid), db=ctx.dbs["ready"])
-        q["rk"] = new
+        q["rk"], q["ra"] = new, at
 
-    def _count(self, ctx: WriteContext, **deltas: int) -> None:
-        counters = ctx.record("counters", self._prefix, dict)
-        for name, delta in deltas.items():
-            counters[name] = counters.get(name, 0) + delta
-        ctx.touch("counters", self._prefix)
-
-    def _enqueue(self, ctx: WriteContext, seed: Seed, cls: int, qid: int | None = None) -> None:
+    def _enqueue(
+        self, ctx: WriteContext, seed: Seed, cls: int, qid: int | None = None,
+        entry: bytes | None = None,
+    ) -> None:  # fmt: skip
+        """Queue ``seed`` (its stored ``entry`` bytes when known) as class ``cls``."""
         if qid is None:
             qid = self._qid(ctx, self._queue_key(seed))
         key = (
@@ -199,23 +203,30 @@ class StoreFrontier(Frontier):
             + keys.u32(qid)
             + keys.order_key(self.order, seed.priority, cls, ctx.next_seq())
         )
-        ctx.txn.put(key, _pack_entry(seed), db=ctx.dbs["pending"])
+        ctx.txn.put(key, entry or _pack_entry(seed), db=ctx.dbs["pending"])
         q = self._queue(ctx, qid)
         q["n"] += 1
-        self._place(ctx, qid, q)
+        self._place(ctx, qid, q, self._clock())
 
     # -- the protocol ---------------------------------------------------------------------------
 
     def push(self, seed: Seed) -> Admission:
         def op(ctx: WriteContext) -> Admission:
             self._enqueue(ctx, seed, 1)
-            self._count(ctx, admitted=1, queued=1)
+            counters = ctx.counters(self._prefix)
+            counters["admitted"] += 1
+            counters["queued"] += 1
             return ACCEPTED
 
         return self._engine.run(op)
 
     def refuse(self, seed: Seed, reason: Reason) -> Admission:
-        self._engine.run(lambda ctx: self._count(ctx, **{"refused:" + reason.value: 1}))
+        name = "refused:" + reason.value
+
+        def op(ctx: WriteContext) -> None:
+            ctx.counters(self._prefix)[name] += 1
+
+        self._engine.run(op)
         return Admission(reason)
 
     def schedule(self, seed: Seed, at: float) -> None:
@@ -229,7 +240,7 @@ class StoreFrontier(Frontier):
             old_at, old_seq, _ = unpack("schedule", skey, raw)
             ctx.txn.delete(self._prefix + keys.ms_seq(old_at, old_seq), db=ctx.dbs["due"])
         else:
-            self._count(ctx, scheduled=1)
+            ctx.counters(self._prefix)["scheduled"] += 1
         seq = ctx.next_seq()
         ctx.txn.put(skey, _pack_schedule(at, seq, seed), db=ctx.dbs["schedule"])
         ctx.txn.put(self._prefix + keys.ms_seq(at, seq), fp, db=ctx.dbs["due"])
@@ -269,19 +280,23 @@ class StoreFrontier(Frontier):
         qprefix = self._prefix + keys.u32(qid)
         if not (cursor.set_range(qprefix) and cursor.key()[:8] == qprefix):
             raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
-        key = bytes(cursor.key())
-        seed = _unpack_entry(key, cursor.value())
+        key, entry = bytes(cursor.key()), bytes(cursor.value())
+        seed = _unpack_entry(key, entry)
         cursor.delete()
         q["n"] -= 1
         q["f"] += 1
         q["last"] = now
-        self._place(ctx, qid, q, rotate=rotate)
+        self._place(ctx, qid, q, now, rotate=rotate)
         expires = now + self.lease_time
         lease_key = self._prefix + seed.fingerprint + keys.u64(ctx.next_seq())
         pid, start = self._engine.owner
-        ctx.txn.put(lease_key, _pack_lease(qid, expires, pid, start, seed), db=ctx.dbs["leases"])
+        lease = _LEASE.pack(qid, expires, pid, start) + entry
+        ctx.txn.put(lease_key, lease, db=ctx.dbs["leases"])
         ctx.txn.put(self._expiry_key(expires, lease_key), b"", db=ctx.dbs["expiry"])
-        self._count(ctx, popped=1, queued=-1, in_flight=1)
+        counters = ctx.counters(self._prefix)
+        counters["popped"] += 1
+        counters["queued"] -= 1
+        counters["in_flight"] += 1
         return seed
 
     def _expiry_key(self, expires: float, lease_key: bytes) -> bytes:
@@ -295,48 +310,51 @@ class StoreFrontier(Frontier):
     def _report(self, ctx: WriteContext, report: Report) -> None:
         assert not isinstance(report, Backoff)
         seed = report.seed
-        qid = self._end_lease(ctx, seed)
+        qid, _ = self._end_lease(ctx, seed)
+        counters = ctx.counters(self._prefix)
         if isinstance(report, Cancelled):
             self._enqueue(ctx, seed, 0, qid)
-            self._count(ctx, cancelled=1, queued=1)
+            counters["cancelled"] += 1
+            counters["queued"] += 1
         elif isinstance(report, Reschedule):
             self._schedule(ctx, seed, report.at)
             if report.retried:
-                self._count(ctx, retried=1)
+                counters["retried"] += 1
         else:
-            self._count(ctx, **{_COUNTED[type(report)]: 1})
+            counters[_COUNTED[type(report)]] += 1
 
-    def _find_lease(self, ctx: WriteContext, fp: bytes) -> tuple[bytes, list[Any]] | None:
+    def _find_lease(self, ctx: WriteContext, fp: bytes) -> tuple[bytes, bytes] | None:
         cursor = ctx.txn.cursor(db=ctx.dbs["leases"])
         prefix = self._prefix + fp
         if cursor.set_range(prefix) and cursor.key()[:20] == prefix:
-            key = bytes(cursor.key())
-            return key, unpack("leases", key, cursor.value())
+            return bytes(cursor.key()), bytes(cursor.value())
         return None
 
-    def _end_lease(self, ctx: WriteContext, seed: Seed) -> int:
+    def _end_lease(self, ctx: WriteContext, seed: Seed) -> tuple[int, bytes]:
         """Remove the seed's lease (one of them, when the same page is out twice)."""
         found = self._find_lease(ctx, seed.fingerprint)
         if found is None:
             raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {seed!r}")
-        key, lease = found
-        return self._drop_lease(ctx, key, lease)
+        return self._drop_lease(ctx, *found)
 
-    def _drop_lease(self, ctx: WriteContext, key: bytes, lease: list[Any]) -> int:
-        qid, expires = lease[0], lease[1]
+    def _drop_lease(self, ctx: WriteContext, key: bytes, lease: bytes) -> tuple[int, bytes]:
+        """Delete a lease; its queue id and its stored entry."""
+        qid, expires, _, _ = _read_lease(key, lease)
         ctx.txn.delete(key, db=ctx.dbs["leases"])
         ctx.txn.delete(self._expiry_key(expires, key), db=ctx.dbs["expiry"])
         q = self._queue(ctx, qid)
         q["f"] -= 1
-        self._place(ctx, qid, q)
-        self._count(ctx, in_flight=-1)
-        return int(qid)
+        self._place(ctx, qid, q, self._clock())
+        ctx.counters(self._prefix)["in_flight"] -= 1
+        return qid, lease[_LEASE.size :]
 
-    def _requeue(self, ctx: WriteContext, key: bytes, lease: list[Any]) -> None:
+    def _requeue(self, ctx: WriteContext, key: bytes, lease: bytes) -> None:
         """A lease that ended without a report: its seed goes back to the front of its queue."""
-        qid = self._drop_lease(ctx, key, lease)
-        self._enqueue(ctx, _unpack_seed("leases", key, lease[4], key[4:20]), 0, qid)
-        self._count(ctx, queued=1, requeued=1)
+        qid, entry = self._drop_lease(ctx, key, lease)
+        self._enqueue(ctx, _unpack_entry(key, entry), 0, qid, entry)
+        counters = ctx.counters(self._prefix)
+        counters["queued"] += 1
+        counters["requeued"] += 1
 
     def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
         """Keep a slow seed leased ``seconds`` (default ``lease_time``) from now."""
@@ -346,10 +364,12 @@ class StoreFrontier(Frontier):
             if found is None:
                 raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {seed!r}")
             key, lease = found
-            ctx.txn.delete(self._expiry_key(lease[1], key), db=ctx.dbs["expiry"])
-            lease[1] = self._clock() + (self.lease_time if seconds is None else seconds)
-            ctx.txn.put(key, _pack_raw_lease(lease), db=ctx.dbs["leases"])
-            ctx.txn.put(self._expiry_key(lease[1], key), b"", db=ctx.dbs["expiry"])
+            qid, expires, pid, start = _read_lease(key, lease)
+            ctx.txn.delete(self._expiry_key(expires, key), db=ctx.dbs["expiry"])
+            expires = self._clock() + (self.lease_time if seconds is None else seconds)
+            header = _LEASE.pack(qid, expires, pid, start)
+            ctx.txn.put(key, header + lease[_LEASE.size :], db=ctx.dbs["leases"])
+            ctx.txn.put(self._expiry_key(expires, key), b"", db=ctx.dbs["expiry"])
 
         self._engine.run(op)
 
@@ -370,7 +390,9 @@ class StoreFrontier(Frontier):
                 raise CorruptRecord(f"due entry without a schedule: {skey.hex()}")
             _, _, record = unpack("schedule", skey, raw)
             self._enqueue(ctx, _unpack_seed("schedule", skey, record, fp), 0)
-            self._count(ctx, scheduled=-1, queued=1)
+            counters = ctx.counters(self._prefix)
+            counters["scheduled"] -= 1
+            counters["queued"] += 1
         cursor = ctx.txn.cursor(db=ctx.dbs["expiry"])
         while cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
             if keys.read_u64(cursor.key(), 4) > now_ms:
@@ -379,7 +401,7 @@ class StoreFrontier(Frontier):
             raw = ctx.txn.get(lease_key, db=ctx.dbs["leases"])
             if raw is None:
                 raise CorruptRecord(f"expiry entry without a lease: {lease_key.hex()}")
-            self._requeue(ctx, lease_key, unpack("leases", lease_key, raw))
+            self._requeue(ctx, lease_key, bytes(raw))
         if now >= self._next_reap:
             self._reap(ctx)
             self._next_reap = now + self.reap_interval
@@ -396,12 +418,12 @@ class StoreFrontier(Frontier):
             for key, raw in cursor:
                 if key[:4] != self._prefix:
                     break
-                lease = unpack("leases", key, raw)
-                owner = (lease[2], lease[3])
+                _, _, pid, start = _read_lease(key, raw)
+                owner = (pid, start)
                 if owner not in alive:
                     alive[owner] = owner == self._engine.owner or process_alive(*owner)
                 if not alive[owner]:
-                    dead.append((bytes(key), lease))
+                    dead.append((bytes(key), bytes(raw)))
         for key, lease in dead:
             self._requeue(ctx, key, lease)
         return len(dead)
@@ -441,7 +463,7 @@ class StoreFrontier(Frontier):
                 q["d"] = delay
             if max_in_flight is not _UNSET:
                 q["cap"] = max_in_flight
-            self._place(ctx, qid, q, rotate=True)
+            self._place(ctx, qid, q, self._clock(), rotate=True)
 
         self._engine.run(op)
 
@@ -452,7 +474,7 @@ class StoreFrontier(Frontier):
             qid = self._qid(ctx, key)
             q = self._queue(ctx, qid)
             q["blk"] = until
-            self._place(ctx, qid, q, rotate=True)
+            self._place(ctx, qid, q, self._clock(), rotate=True)
 
         self._engine.run(op)
 
@@ -478,7 +500,7 @@ class StoreFrontier(Frontier):
     def state(self, namespace: str) -> StateMap:
         return StoreStateMap(self._engine, self._prefix, namespace)
 
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
         return self._store.transaction()
 
     def _counters(self, ctx: WriteContext | None = None) -> dict[str, int]:
@@ -516,7 +538,7 @@ class StoreFrontier(Frontier):
                 for key, raw in _scan(txn, dbs["pending"], self._prefix)
             )
             in_flight = [
-                _unpack_seed("leases", key, unpack("leases", key, raw)[4], key[4:20])
+                _unpack_entry(key, raw[_LEASE.size :])
                 for key, raw in _scan(txn, dbs["leases"], self._prefix)
             ]
             scheduled = []
@@ -566,9 +588,10 @@ def _pack_schedule(at: float, seq: int, seed: Seed) -> bytes:
     return pack([at, seq, seed.to_record()])
 
 
-def _pack_lease(qid: int, expires: float, pid: int, start: int, seed: Seed) -> bytes:
-    return _pack_raw_lease([qid, expires, pid, start, seed.to_record()])
-
-
-def _pack_raw_lease(lease: list[Any]) -> bytes:
-    return pack(lease)
+def _read_lease(key: keys.Buf, lease: keys.Buf) -> tuple[int, float, int, int]:
+    """(queue id, expiry time, owner pid, owner start time) from a lease's header."""
+    try:
+        qid, expires, pid, start = _LEASE.unpack_from(lease)
+    except struct.error:
+        raise CorruptRecord(f"leases record {bytes(key).hex()} is malformed") from None
+    return qid, expires, pid, start

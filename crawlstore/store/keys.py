@@ -34,9 +34,11 @@ def read_u64(b: Buf, offset: int = 0) -> int:
 
 def ms(t: float) -> int:
     """Epoch seconds to whole milliseconds, rounded down, clamped to the key range."""
-    if not math.isfinite(t):
-        return 0 if t < 0 else U64_MAX
-    return min(U64_MAX, max(0, int(t * 1000)))
+    if 0 <= t < 1e15:
+        return int(t * 1000)
+    if math.isnan(t):
+        raise ValueError("a time cannot be NaN")
+    return 0 if t < 0 else U64_MAX
 
 
 def ms_seq(t: float, seq: int) -> bytes:
