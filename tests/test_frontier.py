@@ -263,3 +263,14 @@ def test_snapshot_with_an_invalid_seed_raises_typed_error() -> None:
     bad = good.replace(b"https://example.com/a", b"ftp://example.com/aaa")
     with pytest.raises(InvalidSnapshot, match="invalid seed"):
         Snapshot.from_bytes(bad)
+
+
+def test_extend_lease_through_facades(make_frontier: MakeFrontier) -> None:
+    f = make_frontier().dedup().retry(2)
+    f.push(seed("a"))
+    popped = f.pop()
+    assert isinstance(popped, Ready)
+    f.extend_lease(popped.seed, 60)
+    f.report(Done(popped.seed))
+    with pytest.raises(NotInFlight):
+        f.extend_lease(popped.seed)

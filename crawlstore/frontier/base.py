@@ -71,6 +71,11 @@ class Frontier(ABC):
         """Count a refusal in the storage's statistics and return it: facades call this."""
 
     @abstractmethod
+    def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
+        """Keep a slow seed in flight ``seconds`` longer (where leases expire); raises
+        ``NotInFlight`` for a seed that is not in flight."""
+
+    @abstractmethod
     def schedule(self, seed: Seed, at: float) -> None:
         """Queue ``seed`` at time ``at``; one schedule per fingerprint (a new one replaces)."""
 

@@ -72,6 +72,9 @@ class Facade(Frontier):
     def refuse(self, seed: Seed, reason: Reason) -> Admission:
         return self.inner.refuse(seed, reason)
 
+    def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
+        self.inner.extend_lease(seed, seconds)
+
     def schedule(self, seed: Seed, at: float) -> None:
         self.inner.schedule(seed, at)
 

@@ -149,6 +149,12 @@ class InMemFrontier(Frontier):
                 return Ready(seed)
             return Wait(due[0]) if due is not None else Empty
 
+    def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
+        """In memory, leases never expire: only checks that ``seed`` is in flight."""
+        with self._lock:
+            if not self._in_flight.get(seed.fingerprint):
+                raise NotInFlight(f"seed is not in flight: {seed!r}")
+
     def _end_lease(self, seed: Seed) -> None:
         fp = seed.fingerprint
         leased = self._in_flight.get(fp)
