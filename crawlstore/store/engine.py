@@ -45,8 +45,7 @@ DATABASES: dict[str, dict[str, Any]] = {
     "qnames": {},  # crawl, queue key -> qid
     "pending": {},  # crawl, qid, rank, class, seq -> msgpack [fp, seed]
     "ready": {},  # crawl, ready ms, rr seq -> qid
-    "leases": {},  # crawl, fp, lease seq -> msgpack lease
-    "expiry": {},  # crawl, expiry ms, fp, lease seq -> empty
+    "leases": {},  # crawl, fp, lease seq -> lease header + pending entry
     "schedule": {},  # crawl, fp -> msgpack [at, seq, seed]
     "due": {},  # crawl, due ms, seq -> fp
     "seen": {"dupsort": True, "dupfixed": True},  # crawl -> fp (sorted duplicates)
@@ -139,6 +138,11 @@ class WriteContext:
         self._blobs: dict[tuple[str, bytes], bytearray] = {}
         self._dirty_blobs: set[tuple[str, bytes]] = set()
         self._after_commit: list[Callable[[], None]] = []
+        self._seq: int | None = None
+        self._cursors: dict[str, lmdb.Cursor] = {}
+        #: Facts a view may cache for the length of the transaction (no other writer can
+        #: change the file meanwhile), e.g. the earliest due time of a crawl's schedule.
+        self.hints: dict[Any, Any] = {}
 
     def record(self, db: str, key: bytes, default: Callable[[], Any] | None = None) -> Any:
         """The decoded record at ``key`` (cached); ``default()`` (not yet dirty) when missing."""
@@ -170,6 +174,13 @@ class WriteContext:
             self.put_record("counters", key, counters)
         return counters
 
+    def cursor(self, db: str) -> lmdb.Cursor:
+        """A cursor on ``db`` for this transaction, reused (always position it first)."""
+        cursor = self._cursors.get(db)
+        if cursor is None:
+            cursor = self._cursors[db] = self.txn.cursor(db=self.dbs[db])
+        return cursor
+
     def blob(self, db: str, key: bytes, size: int) -> bytearray:
         """Raw bytes at ``key`` as a cached bytearray (``size`` zero bytes when missing)."""
         slot = (db, key)
@@ -185,14 +196,17 @@ class WriteContext:
 
     def next_seq(self) -> int:
         """A sequence number unique in the file, increasing."""
-        meta = self.record("meta", b"seq", lambda: 0)
-        self.put_record("meta", b"seq", meta + 1)
-        return meta + 1  # type: ignore[no-any-return]
+        if self._seq is None:
+            self._seq = int(self.record("meta", b"seq", lambda: 0))
+        self._seq += 1
+        return self._seq
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         self._after_commit.append(callback)
 
     def flush(self) -> None:
+        if self._seq is not None:
+            self.put_record("meta", b"seq", self._seq)
         for slot in self._dirty:
             db, key = slot
             value = self._records[slot]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -127,7 +128,7 @@ class StoreFrontier(Frontier):
         self.lease_time = lease_time
         self.reap_interval = reap_interval
         self._qids: dict[str, int] = {}
-        self._next_reap = self._clock() + reap_interval
+        self._next_check = -math.inf  # when to look over the leases again (see _check_leases)
         if not self._engine.readonly:
             self.reap()
 
@@ -182,6 +183,7 @@ class StoreFrontier(Frontier):
             placed = q["ra"]
             if placed == at or (at <= now and placed <= now):
                 return  # still right: ready now, or at the same time
+        ctx.hints.pop((self._prefix, "ready"), None)  # the index changes
         if old is not None:
             ctx.txn.delete(old, db=ctx.dbs["ready"])
         if at is None:
@@ -244,6 +246,7 @@ class StoreFrontier(Frontier):
         seq = ctx.next_seq()
         ctx.txn.put(skey, _pack_schedule(at, seq, seed), db=ctx.dbs["schedule"])
         ctx.txn.put(self._prefix + keys.ms_seq(at, seq), fp, db=ctx.dbs["due"])
+        self._hint(ctx, "due", at)
 
     def pop(self) -> Pop:
         return self._engine.run(self._pop)
@@ -251,7 +254,12 @@ class StoreFrontier(Frontier):
     def _pop(self, ctx: WriteContext) -> Pop:
         now = self._clock()
         self._maintain(ctx, now)
-        cursor = ctx.txn.cursor(db=ctx.dbs["ready"])
+        ready = ctx.hints.get((self._prefix, "ready"))
+        if ready is not None:  # this transaction found the only ready queue, still so?
+            qid, q, until = ready
+            if now < until and q["rk"] is not None and q["ra"] <= now:
+                return Ready(self._take(ctx, qid, q, now, False))
+        cursor = ctx.cursor("ready")
         if cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
             qid = keys.read_u32(cursor.value())
             q = self._queue(ctx, qid)
@@ -259,24 +267,26 @@ class StoreFrontier(Frontier):
             if at is None:
                 raise CorruptRecord(f"queue {q['k']!r} is in the ready index but not ready")
             if at <= now:
-                rotate = (
-                    cursor.next()
-                    and cursor.key()[:4] == self._prefix
-                    and (keys.read_u64(cursor.key(), 4) <= keys.ms(now))
-                )
-                return Ready(self._take(ctx, qid, q, now, bool(rotate)))
+                other = math.inf  # when the next queue in the index is ready
+                if cursor.next() and cursor.key()[:4] == self._prefix:
+                    other = keys.read_u64(cursor.key(), 4) / 1000
+                rotate = other <= now
+                seed = self._take(ctx, qid, q, now, rotate)
+                if not rotate:
+                    ctx.hints[(self._prefix, "ready")] = (qid, q, other)
+                return Ready(seed)
             return Wait(min(at, self._next_due(ctx) or at))
         due = self._next_due(ctx)
         if due is not None:
             return Wait(due)
-        if self._counters(ctx).get("queued", 0) > 0:
-            return Wait(self._next_expiry(ctx) or now + self.lease_time)  # queues at their cap
+        if ctx.counters(self._prefix)["queued"] > 0:  # every queue with seeds is at its cap
+            return Wait(self._earliest_expiry(ctx) or now + self.lease_time)
         return Empty
 
     def _take(
         self, ctx: WriteContext, qid: int, q: dict[str, Any], now: float, rotate: bool
     ) -> Seed:
-        cursor = ctx.txn.cursor(db=ctx.dbs["pending"])
+        cursor = ctx.cursor("pending")
         qprefix = self._prefix + keys.u32(qid)
         if not (cursor.set_range(qprefix) and cursor.key()[:8] == qprefix):
             raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
@@ -292,15 +302,13 @@ class StoreFrontier(Frontier):
         pid, start = self._engine.owner
         lease = _LEASE.pack(qid, expires, pid, start) + entry
         ctx.txn.put(lease_key, lease, db=ctx.dbs["leases"])
-        ctx.txn.put(self._expiry_key(expires, lease_key), b"", db=ctx.dbs["expiry"])
+        if expires < self._next_check:
+            self._next_check = expires
         counters = ctx.counters(self._prefix)
         counters["popped"] += 1
         counters["queued"] -= 1
         counters["in_flight"] += 1
         return seed
-
-    def _expiry_key(self, expires: float, lease_key: bytes) -> bytes:
-        return self._prefix + keys.u64(keys.ms(expires)) + lease_key[4:]
 
     def report(self, report: Report) -> None:
         if isinstance(report, Backoff):
@@ -324,7 +332,7 @@ class StoreFrontier(Frontier):
             counters[_COUNTED[type(report)]] += 1
 
     def _find_lease(self, ctx: WriteContext, fp: bytes) -> tuple[bytes, bytes] | None:
-        cursor = ctx.txn.cursor(db=ctx.dbs["leases"])
+        cursor = ctx.cursor("leases")
         prefix = self._prefix + fp
         if cursor.set_range(prefix) and cursor.key()[:20] == prefix:
             return bytes(cursor.key()), bytes(cursor.value())
@@ -339,9 +347,8 @@ class StoreFrontier(Frontier):
 
     def _drop_lease(self, ctx: WriteContext, key: bytes, lease: bytes) -> tuple[int, bytes]:
         """Delete a lease; its queue id and its stored entry."""
-        qid, expires, _, _ = _read_lease(key, lease)
+        qid = _read_lease(key, lease)[0]
         ctx.txn.delete(key, db=ctx.dbs["leases"])
-        ctx.txn.delete(self._expiry_key(expires, key), db=ctx.dbs["expiry"])
         q = self._queue(ctx, qid)
         q["f"] -= 1
         self._place(ctx, qid, q, self._clock())
@@ -364,24 +371,42 @@ class StoreFrontier(Frontier):
             if found is None:
                 raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {seed!r}")
             key, lease = found
-            qid, expires, pid, start = _read_lease(key, lease)
-            ctx.txn.delete(self._expiry_key(expires, key), db=ctx.dbs["expiry"])
+            qid, _, pid, start = _read_lease(key, lease)
             expires = self._clock() + (self.lease_time if seconds is None else seconds)
             header = _LEASE.pack(qid, expires, pid, start)
             ctx.txn.put(key, header + lease[_LEASE.size :], db=ctx.dbs["leases"])
-            ctx.txn.put(self._expiry_key(expires, key), b"", db=ctx.dbs["expiry"])
+            self._next_check = min(self._next_check, expires)
 
         self._engine.run(op)
 
     # -- upkeep ---------------------------------------------------------------------------------
 
     def _maintain(self, ctx: WriteContext, now: float) -> None:
-        """Release due schedules and expired leases; now and then, leases of dead processes."""
-        cursor = ctx.txn.cursor(db=ctx.dbs["due"])
+        """Release due schedules; when it is time, leases that expired or whose process is gone.
+
+        The earliest due time is cached for the transaction, so a grouped transaction of pops
+        looks at the schedule only when something may be due.
+        """
+        due_hint = (self._prefix, "due")
+        if ctx.hints.get(due_hint, now) <= now:
+            ctx.hints[due_hint] = self._release_due(ctx, now)
+        if now >= self._next_check:
+            self._check_leases(ctx, now)
+
+    def _hint(self, ctx: WriteContext, kind: str, at: float) -> None:
+        """A due time was added in this transaction."""
+        slot = (self._prefix, kind)
+        if slot in ctx.hints and at < ctx.hints[slot]:
+            ctx.hints[slot] = at
+
+    def _release_due(self, ctx: WriteContext, now: float) -> float:
+        """Queue the scheduled seeds that are due; the next due time (a lower bound)."""
+        cursor = ctx.cursor("due")
         now_ms = keys.ms(now)
         while cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
-            if keys.read_u64(cursor.key(), 4) > now_ms:
-                break
+            due_ms = keys.read_u64(cursor.key(), 4)
+            if due_ms > now_ms:
+                return due_ms / 1000
             fp = bytes(cursor.value())
             cursor.delete()
             skey = self._prefix + fp
@@ -393,40 +418,36 @@ class StoreFrontier(Frontier):
             counters = ctx.counters(self._prefix)
             counters["scheduled"] -= 1
             counters["queued"] += 1
-        cursor = ctx.txn.cursor(db=ctx.dbs["expiry"])
-        while cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
-            if keys.read_u64(cursor.key(), 4) > now_ms:
-                break
-            lease_key = self._prefix + bytes(cursor.key())[12:]
-            raw = ctx.txn.get(lease_key, db=ctx.dbs["leases"])
-            if raw is None:
-                raise CorruptRecord(f"expiry entry without a lease: {lease_key.hex()}")
-            self._requeue(ctx, lease_key, bytes(raw))
-        if now >= self._next_reap:
-            self._reap(ctx)
-            self._next_reap = now + self.reap_interval
+        return math.inf
 
     def reap(self) -> int:
-        """Queue again every seed leased by a process that is gone; how many."""
-        return self._engine.run(self._reap)
+        """Queue again every seed whose lease expired or whose process is gone; how many."""
+        return self._engine.run(lambda ctx: self._check_leases(ctx, self._clock()))
 
-    def _reap(self, ctx: WriteContext) -> int:
+    def _check_leases(self, ctx: WriteContext, now: float) -> int:
+        """Look over the crawl's leases (seeds in flight: a small table) and queue again those
+        that expired or whose process is gone. Runs every ``reap_interval`` seconds, and
+        sooner when a lease this process knows of expires."""
         alive: dict[tuple[int, int], bool] = {}
-        dead = []
-        cursor = ctx.txn.cursor(db=ctx.dbs["leases"])
-        if cursor.set_range(self._prefix):
-            for key, raw in cursor:
-                if key[:4] != self._prefix:
-                    break
-                _, _, pid, start = _read_lease(key, raw)
-                owner = (pid, start)
-                if owner not in alive:
-                    alive[owner] = owner == self._engine.owner or process_alive(*owner)
-                if not alive[owner]:
-                    dead.append((bytes(key), bytes(raw)))
-        for key, lease in dead:
-            self._requeue(ctx, key, lease)
-        return len(dead)
+        ended = []
+        earliest = math.inf
+        for key, raw in _scan(ctx.txn, ctx.dbs["leases"], self._prefix):
+            _, expires, pid, start = _read_lease(key, raw)
+            owner = (pid, start)
+            if owner not in alive:
+                alive[owner] = owner == self._engine.owner or process_alive(*owner)
+            if expires <= now or not alive[owner]:
+                ended.append((key, raw))
+            else:
+                earliest = min(earliest, expires)
+        for key, raw in ended:
+            self._requeue(ctx, key, raw)
+        self._next_check = min(now + self.reap_interval, earliest)
+        return len(ended)
+
+    def _earliest_expiry(self, ctx: WriteContext) -> float | None:
+        times = [_read_lease(k, v)[1] for k, v in _scan(ctx.txn, ctx.dbs["leases"], self._prefix)]
+        return min(times, default=None)
 
     def _first(self, ctx: WriteContext | None, db: str) -> tuple[bytes, bytes] | None:
         def first(txn: lmdb.Transaction) -> tuple[bytes, bytes] | None:
@@ -444,10 +465,6 @@ class StoreFrontier(Frontier):
         skey = self._prefix + first[1]
         raw = ctx.txn.get(skey, db=ctx.dbs["schedule"])
         return float(unpack("schedule", skey, raw)[0]) if raw is not None else None
-
-    def _next_expiry(self, ctx: WriteContext) -> float | None:
-        first = self._first(ctx, "expiry")
-        return keys.read_u64(first[0], 4) / 1000 if first is not None else None
 
     # -- politeness -----------------------------------------------------------------------------
 
