@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..seed import Seed
-from .protocol import Admission, Pop, Reason, Report, Stats
+from .protocol import Admission, Pop, Ready, Reason, Report, Stats
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -62,9 +62,24 @@ class Frontier(ABC):
     def pop(self) -> Pop:
         """``Ready(seed)`` (now in flight), ``Wait(until)``, or ``Empty``."""
 
+    def pop_many(self, limit: int) -> list[Seed]:
+        """Up to ``limit`` ready seeds, now in flight, in one transaction. Fewer (or none) when
+        fewer are ready: ``pop()`` then tells when the next one will be."""
+        seeds: list[Seed] = []
+        with self.transaction():
+            while len(seeds) < limit and isinstance(popped := self.pop(), Ready):
+                seeds.append(popped.seed)
+        return seeds
+
     @abstractmethod
     def report(self, report: Report) -> None:
         """Tell the frontier how a popped seed ended (or pause a tag with ``Backoff``)."""
+
+    def report_many(self, reports: Iterable[Report]) -> None:
+        """Several reports in one transaction: all of them, or (on an error) none."""
+        with self.transaction():
+            for report in reports:
+                self.report(report)
 
     @abstractmethod
     def refuse(self, seed: Seed, reason: Reason) -> Admission:

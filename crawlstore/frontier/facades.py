@@ -66,8 +66,19 @@ class Facade(Frontier):
     def pop(self) -> Pop:
         return self.inner.pop()
 
+    def pop_many(self, limit: int) -> list[Seed]:
+        if type(self).pop is Facade.pop:  # this facade does not change pops: the fast path
+            return self.inner.pop_many(limit)
+        return super().pop_many(limit)
+
     def report(self, report: Report) -> None:
         self.inner.report(report)
+
+    def report_many(self, reports: Iterable[Report]) -> None:
+        if type(self).report is Facade.report:
+            self.inner.report_many(reports)
+        else:
+            super().report_many(reports)
 
     def refuse(self, seed: Seed, reason: Reason) -> Admission:
         return self.inner.refuse(seed, reason)

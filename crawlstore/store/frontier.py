@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import math
 import struct
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -310,10 +311,96 @@ class StoreFrontier(Frontier):
         counters["in_flight"] += 1
         return seed
 
+    def pop_many(self, limit: int) -> list[Seed]:
+        return self._engine.run(lambda ctx: self._pop_many(ctx, limit))
+
+    def _pop_many(self, ctx: WriteContext, limit: int) -> list[Seed]:
+        """Pops; when one queue is the only ready one, many seeds in one sweep of it."""
+        seeds: list[Seed] = []
+        while len(seeds) < limit:
+            popped = self._pop(ctx)
+            if not isinstance(popped, Ready):
+                break
+            seeds.append(popped.seed)
+            ready = ctx.hints.get((self._prefix, "ready"))
+            if ready is not None and len(seeds) < limit:
+                qid, q, until = ready
+                seeds.extend(self._sweep(ctx, qid, q, until, limit - len(seeds)))
+        return seeds
+
+    def _sweep(
+        self, ctx: WriteContext, qid: int, q: dict[str, Any], until: float, limit: int
+    ) -> list[Seed]:
+        """Take up to ``limit`` seeds of the only ready queue, in order, in one cursor pass."""
+        now = self._clock()
+        if not (now < until and q["rk"] is not None and q["ra"] <= now):
+            return []
+        cap = q["cap"] if q["cap"] is not None else self.max_in_flight
+        delay = q["d"] if q["d"] is not None else self.delay
+        room = min(limit, q["n"], (cap - q["f"]) if cap is not None else limit)
+        if delay > 0 or room <= 0:
+            return []
+        cursor = ctx.cursor("pending")
+        qprefix = self._prefix + keys.u32(qid)
+        if not (cursor.set_range(qprefix) and cursor.key()[:8] == qprefix):
+            raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
+        expires = now + self.lease_time
+        header = _LEASE.pack(qid, expires, *self._engine.owner)
+        put, leases = ctx.txn.put, ctx.dbs["leases"]
+        seeds = []
+        for _ in range(room):
+            key, entry = bytes(cursor.key()), bytes(cursor.value())
+            seed = _unpack_entry(key, entry)
+            cursor.delete()  # moves to the next entry
+            put(self._prefix + seed.fingerprint + keys.u64(ctx.next_seq()), header + entry,
+                db=leases)  # fmt: skip
+            seeds.append(seed)
+        taken = len(seeds)
+        q["n"] -= taken
+        q["f"] += taken
+        q["last"] = now
+        self._place(ctx, qid, q, now)
+        self._next_check = min(self._next_check, expires)
+        counters = ctx.counters(self._prefix)
+        counters["popped"] += taken
+        counters["queued"] -= taken
+        counters["in_flight"] += taken
+        return seeds
+
     def report(self, report: Report) -> None:
         if isinstance(report, Backoff):
             return  # pauses need tag_backoff()
         self._engine.run(lambda ctx: self._report(ctx, report))
+
+    def report_many(self, reports: Iterable[Report]) -> None:
+        self._engine.run(lambda ctx: self._report_many(ctx, reports))
+
+    def _report_many(self, ctx: WriteContext, reports: Iterable[Report]) -> None:
+        """Final reports end their leases with the queue and counters updated once."""
+        ended: Counter[int] = Counter()
+        finals: Counter[str] = Counter()
+        cursor, delete, leases = ctx.cursor("leases"), ctx.txn.delete, ctx.dbs["leases"]
+        for report in reports:
+            if isinstance(report, Backoff):
+                continue
+            name = _COUNTED.get(type(report))
+            if name is None:  # Cancelled, Reschedule: one at a time
+                self._report(ctx, report)
+                continue
+            prefix = self._prefix + report.seed.fingerprint
+            if not (cursor.set_range(prefix) and cursor.key()[:20] == prefix):
+                raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {report!r}")
+            ended[_read_lease(cursor.key(), cursor.value())[0]] += 1
+            delete(bytes(cursor.key()), db=leases)
+            finals[name] += 1
+        now = self._clock()
+        for qid, count in ended.items():
+            q = self._queue(ctx, qid)
+            q["f"] -= count
+            self._place(ctx, qid, q, now)
+        counters = ctx.counters(self._prefix)
+        counters.update(finals)
+        counters["in_flight"] -= sum(ended.values())
 
     def _report(self, ctx: WriteContext, report: Report) -> None:
         assert not isinstance(report, Backoff)
