@@ -6,20 +6,26 @@ import argparse
 import platform
 import sys
 
-from . import core
+from . import core, durability, store
 from .harness import table
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    parser.add_argument("--durability", action="store_true", help="only the durability modes")
+    store.add_arguments(parser)
     args = parser.parse_args()
     n = 10_000 if args.quick else 100_000
+    if args.durability:
+        print(table(durability.bench_durability(500 if args.quick else 2_000, n // 5)))
+        return
     results = [
         *core.bench_fingerprint(n // 2),
         *core.bench_parser(n // 2),
         *core.bench_frontier(n),
         *core.bench_seen(n * 10 if not args.quick else n),
+        *store.bench(args, n),
     ]
     print(f"python {platform.python_version()} on {platform.machine()}, {sys.platform}")
     print(table(results))

@@ -225,6 +225,14 @@ class WriteContext:
 
 
 _JOINED = contextlib.nullcontext()
+
+
+class _ThreadState(threading.local):
+    """Each thread's current write context, if it is inside one."""
+
+    ctx: WriteContext | None = None
+
+
 _registry: dict[str, Engine] = {}
 _registry_lock = threading.Lock()
 
@@ -249,7 +257,7 @@ class Engine:
         self.pid = os.getpid()
         self.owner = (self.pid, _process_start(self.pid))
         self.lock = threading.RLock()
-        self._local = threading.local()
+        self._local = _ThreadState()
         self.refs = 0
         exists = _check_file(path)
         if readonly and not exists:
@@ -398,8 +406,7 @@ class Engine:
 
     @property
     def current(self) -> WriteContext | None:
-        ctx: WriteContext | None = getattr(self._local, "ctx", None)
-        return ctx
+        return self._local.ctx
 
     @contextmanager
     def write(self) -> Iterator[WriteContext]:

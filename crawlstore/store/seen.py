@@ -54,6 +54,10 @@ class StoreSeen:
         if not isinstance(fp, bytes) or len(fp) != 16:
             return False
 
+        ctx = self._engine.current
+        if ctx is not None:
+            return bool(ctx.cursor("seen").set_key_dup(self._key, fp))
+
         def read(txn: lmdb.Transaction) -> bool:
             return bool(txn.cursor(db=self._engine.dbs["seen"]).set_key_dup(self._key, fp))
 
