@@ -147,13 +147,13 @@ class Seed:
         new._init(
             method,
             url,
-            tuple((n, v) for n, v in headers),
+            tuple((n, v) for n, v in headers) if headers else (),
             body,
             tag,
             priority,
             depth,
             attempt,
-            Fingerprint(fp) if fp is not None else None,
+            fp if fp is None or type(fp) is Fingerprint else Fingerprint(fp),
         )
         return new
 

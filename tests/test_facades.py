@@ -278,3 +278,56 @@ def test_facade_wraps_only_frontiers() -> None:
 
     with pytest.raises(TypeError, match="wraps a Frontier"):
         Dedup(object(), InMemSeen())  # type: ignore[arg-type]
+
+
+# -- batches ------------------------------------------------------------------------------------
+
+
+def test_push_many_answers_in_order_through_every_facade(make_frontier: MakeFrontier) -> None:
+    f = make_frontier().dedup().allow_hosts(["example.com"]).max_depth(2).score(lambda s: 1)
+    batch = [seed("a"), seed("a#x"), Seed.get("https://other.org/"), seed("deep", depth=3),
+             seed("b"), seed("a")]  # fmt: skip
+    reasons = [a.reason for a in f.push_many(batch)]
+    assert reasons == [None, Reason.DUPLICATE, Reason.OUT_OF_SCOPE, Reason.TOO_DEEP, None,
+                       Reason.DUPLICATE]  # fmt: skip
+    assert f.stats().admitted == 2 and f.stats().pushed == 6
+    assert [s.priority for s in f.pop_many(10)] == [1, 1]
+
+
+def test_push_many_does_not_burn_a_repeat_refused_further_in(make_frontier: MakeFrontier) -> None:
+    seen = InMemSeen()
+    f = make_frontier().max_depth(1).dedup_with(seen)  # max_depth inside dedup
+    results = f.push_many([seed("a", depth=5), seed("a", depth=1), seed("a", depth=0)])
+    assert [r.reason for r in results] == [Reason.TOO_DEEP, None, Reason.DUPLICATE]
+    assert len(seen) == 1 and [s.depth for s in f.pop_many(5)] == [1]
+
+
+def test_pop_many_and_report_many(make_frontier: MakeFrontier, clock: ManualClock) -> None:
+    f = make_frontier("fifo").retry_with(RetryPolicy(1, jitter=0))
+    f.push_many([seed(str(i)) for i in range(5)])
+    batch = f.pop_many(3)
+    assert [path_of(Ready(s)) for s in batch] == ["0", "1", "2"]
+    assert f.stats().in_flight == 3
+    f.report_many([Done(batch[0]), Retry(batch[1]), Done(batch[2])])
+    s = f.stats()
+    assert (s.done, s.retried, s.in_flight, s.scheduled, s.queued) == (2, 1, 0, 1, 2)
+    assert [path_of(Ready(x)) for x in f.pop_many(10)] == ["3", "4"]
+    assert f.pop_many(10) == [] and f.pop() == Wait(clock() + 0.5)
+    clock.advance(0.5)
+    assert [x.attempt for x in f.pop_many(10)] == [2]
+
+
+def test_report_many_is_all_or_nothing(make_frontier: MakeFrontier) -> None:
+    from crawlstore.errors import NotInFlight
+
+    f = make_frontier()
+    f.push_many([seed("a"), seed("b")])
+    a, b = f.pop_many(2)
+    with pytest.raises(NotInFlight):
+        f.report_many([Done(a), Done(seed("never-popped")), Done(b)])
+    assert f.stats().in_flight == 2 and f.stats().done == 0
+    with pytest.raises(NotInFlight):
+        f.report_many([Done(a), Done(a)])
+    assert f.stats().in_flight == 2
+    f.report_many([Done(a), Done(b)])
+    assert f.stats().done == 2

@@ -63,6 +63,11 @@ class Facade(Frontier):
     def push(self, seed: Seed) -> Admission:
         return self.inner.push(seed)
 
+    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        if type(self).push is Facade.push:  # this facade does not change pushes
+            return self.inner.push_many(seeds)
+        return super().push_many(seeds)
+
     def pop(self) -> Pop:
         return self.inner.pop()
 
@@ -128,8 +133,61 @@ class Dedup(Facade):
                 self.seen.insert(fp)
             return admission
 
+    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        """The unseen seeds go inwards as one batch. A fingerprint repeated within the batch is
+        pushed after it, one at a time, so it is refused only if its first copy was admitted."""
+        seeds = list(seeds)
+        results: list[Admission | None] = [None] * len(seeds)
+        first: list[int] = []
+        repeats: list[int] = []
+        fps: set[bytes] = set()
+        with self.inner.transaction():
+            for i, seed in enumerate(seeds):
+                fp = seed.fingerprint
+                if fp in fps:
+                    repeats.append(i)
+                elif fp in self.seen:
+                    results[i] = self.inner.refuse(seed, Reason.DUPLICATE)
+                else:
+                    fps.add(fp)
+                    first.append(i)
+            admissions = self.inner.push_many([seeds[i] for i in first])
+            for i, admission in zip(first, admissions, strict=True):
+                results[i] = admission
+                if admission:
+                    self.seen.insert(seeds[i].fingerprint)
+            for i in repeats:
+                results[i] = self.push(seeds[i])
+        return [r for r in results if r is not None]
 
-class Filter(Facade):
+
+class _Gate(Facade):
+    """A facade that refuses some seeds at push and changes nothing else."""
+
+    def refusal(self, seed: Seed) -> Reason | None:
+        """Why ``seed`` is refused, or None to let it in."""
+        raise NotImplementedError
+
+    def push(self, seed: Seed) -> Admission:
+        reason = self.refusal(seed)
+        if reason is not None:
+            return self.inner.refuse(seed, reason)
+        return self.inner.push(seed)
+
+    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        seeds = list(seeds)
+        reasons = [self.refusal(seed) for seed in seeds]
+        with self.inner.transaction():
+            passed = iter(
+                self.inner.push_many([s for s, r in zip(seeds, reasons, strict=True) if r is None])
+            )
+            return [
+                next(passed) if r is None else self.inner.refuse(s, r)
+                for s, r in zip(seeds, reasons, strict=True)
+            ]
+
+
+class Filter(_Gate):
     """Refuse seeds for which the predicate is false."""
 
     reason = Reason.FILTERED
@@ -138,10 +196,8 @@ class Filter(Facade):
         super().__init__(inner)
         self.predicate = predicate
 
-    def push(self, seed: Seed) -> Admission:
-        if not self.predicate(seed):
-            return self.inner.refuse(seed, self.reason)
-        return self.inner.push(seed)
+    def refusal(self, seed: Seed) -> Reason | None:
+        return None if self.predicate(seed) else self.reason
 
 
 def _normalise_host(host: str) -> str:
@@ -169,7 +225,7 @@ class AllowHosts(Filter):
                 return False
 
 
-class MaxDepth(Facade):
+class MaxDepth(_Gate):
     """Refuse seeds deeper than ``depth``; a seed at exactly ``depth`` is admitted."""
 
     def __init__(self, inner: Frontier, depth: int) -> None:
@@ -178,10 +234,8 @@ class MaxDepth(Facade):
             raise ValueError(f"max_depth must be >= 0: {depth}")
         self.depth = depth
 
-    def push(self, seed: Seed) -> Admission:
-        if seed.depth > self.depth:
-            return self.inner.refuse(seed, Reason.TOO_DEEP)
-        return self.inner.push(seed)
+    def refusal(self, seed: Seed) -> Reason | None:
+        return Reason.TOO_DEEP if seed.depth > self.depth else None
 
 
 @dataclass(frozen=True)
@@ -295,6 +349,12 @@ class Scored(Facade):
         super().__init__(inner)
         self.scorer = scorer
 
-    def push(self, seed: Seed) -> Admission:
+    def _scored(self, seed: Seed) -> Seed:
         priority = min(PRIORITY_MAX, max(PRIORITY_MIN, seed.priority + int(self.scorer(seed))))
-        return self.inner.push(seed.with_priority(priority))
+        return seed.with_priority(priority)
+
+    def push(self, seed: Seed) -> Admission:
+        return self.inner.push(self._scored(seed))
+
+    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        return self.inner.push_many([self._scored(seed) for seed in seeds])

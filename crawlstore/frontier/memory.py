@@ -6,7 +6,7 @@ import contextlib
 import heapq
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ..clock import Clock, system_clock
 from ..errors import NotInFlight
@@ -180,6 +180,18 @@ class InMemFrontier(Frontier):
             else:
                 # Without retry() a Retry is refused: the seed fails.
                 self._counters[_COUNTED[type(report)]] += 1
+
+    def report_many(self, reports: Iterable[Report]) -> None:
+        """All or nothing: every seed reported must be in flight before any report applies."""
+        reports = list(reports)
+        seeds = [r.seed for r in reports if not isinstance(r, Backoff)]
+        with self._lock:
+            for fp, count in Counter(seed.fingerprint for seed in seeds).items():
+                if len(self._in_flight.get(fp, ())) < count:
+                    seed = next(seed for seed in seeds if seed.fingerprint == fp)
+                    raise NotInFlight(f"seed is not in flight: {seed!r}")
+            for report in reports:
+                self.report(report)
 
     def state(self, namespace: str) -> StateMap:
         with self._lock:

@@ -194,11 +194,11 @@ class StoreFrontier(Frontier):
         ctx.txn.put(new, keys.u32(qid), db=ctx.dbs["ready"])
         q["rk"], q["ra"] = new, at
 
-    def _enqueue(
-        self, ctx: WriteContext, seed: Seed, cls: int, qid: int | None = None,
-        entry: bytes | None = None,
-    ) -> None:  # fmt: skip
-        """Queue ``seed`` (its stored ``entry`` bytes when known) as class ``cls``."""
+    def _put_pending(
+        self, ctx: WriteContext, seed: Seed, cls: int, qid: int | None, entry: bytes | None
+    ) -> int:
+        """Write ``seed`` (its stored ``entry`` bytes when known) into its queue; the queue id.
+        The caller updates the queue record."""
         if qid is None:
             qid = self._qid(ctx, self._queue_key(seed))
         key = (
@@ -207,6 +207,14 @@ class StoreFrontier(Frontier):
             + keys.order_key(self.order, seed.priority, cls, ctx.next_seq())
         )
         ctx.txn.put(key, entry or _pack_entry(seed), db=ctx.dbs["pending"])
+        return qid
+
+    def _enqueue(
+        self, ctx: WriteContext, seed: Seed, cls: int, qid: int | None = None,
+        entry: bytes | None = None,
+    ) -> None:  # fmt: skip
+        """Queue ``seed`` as class ``cls`` (0: coming back, 1: pushed)."""
+        qid = self._put_pending(ctx, seed, cls, qid, entry)
         q = self._queue(ctx, qid)
         q["n"] += 1
         self._place(ctx, qid, q, self._clock())
@@ -220,6 +228,25 @@ class StoreFrontier(Frontier):
             counters["admitted"] += 1
             counters["queued"] += 1
             return ACCEPTED
+
+        return self._engine.run(op)
+
+    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        seeds = list(seeds)
+
+        def op(ctx: WriteContext) -> list[Admission]:
+            added: Counter[int] = Counter()
+            for seed in seeds:
+                added[self._put_pending(ctx, seed, 1, None, None)] += 1
+            now = self._clock()
+            for qid, count in added.items():
+                q = self._queue(ctx, qid)
+                q["n"] += count
+                self._place(ctx, qid, q, now)
+            counters = ctx.counters(self._prefix)
+            counters["admitted"] += len(seeds)
+            counters["queued"] += len(seeds)
+            return [ACCEPTED] * len(seeds)
 
         return self._engine.run(op)
 
