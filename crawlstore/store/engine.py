@@ -40,8 +40,9 @@ APP = "crawlstore"
 DATABASES: dict[str, dict[str, Any]] = {
     "meta": {},  # name -> msgpack
     "crawls": {},  # crawl name -> msgpack crawl record
-    "counters": {},  # crawl -> msgpack {name: int}
-    "queues": {},  # crawl, qid -> msgpack queue record
+    # crawl -> msgpack counters (and the crawl's key sequence); crawl, qid -> queue record:
+    # one table, so a commit that changes a queue and the counters dirties one leaf page
+    "queues": {},
     "qnames": {},  # crawl, queue key -> qid
     "pending": {},  # crawl, qid, rank, class, seq -> msgpack [fp, seed]
     "ready": {},  # crawl, ready ms, rr seq -> qid
@@ -53,6 +54,9 @@ DATABASES: dict[str, dict[str, Any]] = {
     "validators": {},  # crawl, fp -> msgpack [etag, last_modified, stored_at]
     "state": {},  # crawl, namespace NUL key -> msgpack
 }
+
+#: The table that holds each crawl's counters, under the crawl's 4-byte key.
+COUNTERS = "queues"
 
 _MAGIC = (0xBEEFC0DE).to_bytes(4, "little")
 _T = TypeVar("_T")
@@ -129,20 +133,26 @@ def _check_file(path: Path) -> bool:
 class WriteContext:
     """One write transaction, with decoded records cached and written back once at commit."""
 
-    def __init__(self, engine: Engine, txn: lmdb.Transaction) -> None:
+    def __init__(
+        self, engine: Engine, txn: lmdb.Transaction, records: dict[tuple[str, bytes], Any]
+    ) -> None:
         self.engine = engine
         self.txn = txn
         self.dbs = engine.dbs
-        self._records: dict[tuple[str, bytes], Any] = {}
+        self._records = records
         self._dirty: set[tuple[str, bytes]] = set()
         self._blobs: dict[tuple[str, bytes], bytearray] = {}
         self._dirty_blobs: set[tuple[str, bytes]] = set()
         self._after_commit: list[Callable[[], None]] = []
-        self._seq: int | None = None
         self._cursors: dict[str, lmdb.Cursor] = {}
         #: Facts a view may cache for the length of the transaction (no other writer can
         #: change the file meanwhile), e.g. the earliest due time of a crawl's schedule.
         self.hints: dict[Any, Any] = {}
+
+    @property
+    def records(self) -> dict[tuple[str, bytes], Any]:
+        """Every record this transaction decoded or wrote, as they stand."""
+        return self._records
 
     def record(self, db: str, key: bytes, default: Callable[[], Any] | None = None) -> Any:
         """The decoded record at ``key`` (cached); ``default()`` (not yet dirty) when missing."""
@@ -165,13 +175,13 @@ class WriteContext:
         """Mark a cached record changed in place."""
         self._dirty.add((db, key))
 
-    def counters(self, key: bytes) -> Counter[str]:
-        """The counters record at ``key``, to change in place; written at commit."""
-        slot = ("counters", key)
+    def counters(self, crawl: bytes) -> Counter[str]:
+        """The crawl's counters, to change in place; written at commit."""
+        slot = (COUNTERS, crawl)
         counters = self._records.get(slot)
         if not isinstance(counters, Counter):
-            counters = Counter(self.record("counters", key, dict))
-            self.put_record("counters", key, counters)
+            counters = self._records[slot] = Counter(self.record(COUNTERS, crawl, dict))
+        self._dirty.add(slot)
         return counters
 
     def cursor(self, db: str) -> lmdb.Cursor:
@@ -194,19 +204,16 @@ class WriteContext:
     def touch_blob(self, db: str, key: bytes) -> None:
         self._dirty_blobs.add((db, key))
 
-    def next_seq(self) -> int:
-        """A sequence number unique in the file, increasing."""
-        if self._seq is None:
-            self._seq = int(self.record("meta", b"seq", lambda: 0))
-        self._seq += 1
-        return self._seq
+    def next_seq(self, crawl: bytes) -> int:
+        """A sequence number unique in the crawl, increasing (kept with its counters)."""
+        counters = self.counters(crawl)
+        counters["seq"] += 1
+        return counters["seq"]
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         self._after_commit.append(callback)
 
     def flush(self) -> None:
-        if self._seq is not None:
-            self.put_record("meta", b"seq", self._seq)
         for slot in self._dirty:
             db, key = slot
             value = self._records[slot]
@@ -257,6 +264,8 @@ class Engine:
         self.pid = os.getpid()
         self.owner = (self.pid, _process_start(self.pid))
         self.lock = threading.RLock()
+        self._records: dict[tuple[str, bytes], Any] = {}
+        self._records_txnid = -1
         self._local = _ThreadState()
         self.refs = 0
         exists = _check_file(path)
@@ -285,6 +294,7 @@ class Engine:
             raise StoreError(f"{path} cannot be opened: {exc}") from None
         try:
             self.env.reader_check()
+            self._page_size = int(self.env.stat()["psize"])
             self.dbs = self._open_databases()
         except BaseException:
             self.env.close()
@@ -419,9 +429,14 @@ class Engine:
             raise ReadOnlyStore(f"{self.path} is open read-only")
         with self.lock:
             self._check_process()
-            self._grow_early()
+            last = self._grow_early()
             txn = self._begin(write=True)
-            ctx = WriteContext(self, txn)
+            # Records decoded by this process's last commit are still current when no other
+            # process has committed since: the new transaction starts from them.
+            txn_id = txn.id()
+            cached = self._records if txn_id == self._records_txnid + 1 == last + 1 else {}
+            self._records, self._records_txnid = {}, -1
+            ctx = WriteContext(self, txn, cached)
             self._local.ctx = ctx
             try:
                 yield ctx
@@ -433,6 +448,8 @@ class Engine:
                 raise
             finally:
                 self._local.ctx = None
+            if self.env.info()["last_txnid"] == txn_id:  # an empty commit keeps no id
+                self._records, self._records_txnid = ctx.records, txn_id
         ctx.committed()
 
     def transaction(self) -> contextlib.AbstractContextManager[object]:
@@ -468,6 +485,14 @@ class Engine:
             except lmdb.Error as exc:
                 raise self._translate(exc) from None
 
+    def read_counters(self, crawl: bytes) -> dict[str, int]:
+        """The crawl's counters as of now (the caller's transaction included)."""
+        ctx = self.current
+        if ctx is not None:
+            return ctx.record(COUNTERS, crawl, dict)  # type: ignore[no-any-return]
+        raw = self.read(lambda txn: txn.get(crawl, db=self.dbs[COUNTERS]))
+        return unpack(COUNTERS, crawl, raw) if raw is not None else {}
+
     def read(self, operation: Callable[[lmdb.Transaction], _T]) -> _T:
         """Run a read-only operation: in the caller's write transaction, or a short read one."""
         ctx = self.current
@@ -484,14 +509,16 @@ class Engine:
     # -- size -----------------------------------------------------------------------------------
 
     def used_bytes(self) -> int:
-        info = self.env.info()
-        return int((info["last_pgno"] + 1) * self.env.stat()["psize"])
+        return int((self.env.info()["last_pgno"] + 1) * self._page_size)
 
-    def _grow_early(self) -> None:
-        """Double the map once half of it is used, so grouped transactions rarely fill it."""
-        size = self.env.info()["map_size"]
-        if self.used_bytes() * 2 > size and size < self.max_map_size:
+    def _grow_early(self) -> int:
+        """Double the map once half of it is used, so grouped transactions rarely fill it;
+        returns the id of the last committed transaction."""
+        info = self.env.info()
+        size = info["map_size"]
+        if (info["last_pgno"] + 1) * self._page_size * 2 > size and size < self.max_map_size:
             self.env.set_mapsize(min(self.max_map_size, size * 2))
+        return int(info["last_txnid"])
 
     def _grow(self) -> None:
         with self.lock:

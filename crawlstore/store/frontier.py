@@ -190,7 +190,7 @@ class StoreFrontier(Frontier):
         if at is None:
             q["rk"] = q["ra"] = None
             return
-        new = self._prefix + keys.ms_seq(at, ctx.next_seq())
+        new = self._prefix + keys.ms_seq(at, ctx.next_seq(self._prefix))
         ctx.txn.put(new, keys.u32(qid), db=ctx.dbs["ready"])
         q["rk"], q["ra"] = new, at
 
@@ -204,7 +204,7 @@ class StoreFrontier(Frontier):
         key = (
             self._prefix
             + keys.u32(qid)
-            + keys.order_key(self.order, seed.priority, cls, ctx.next_seq())
+            + keys.order_key(self.order, seed.priority, cls, ctx.next_seq(self._prefix))
         )
         ctx.txn.put(key, entry or _pack_entry(seed), db=ctx.dbs["pending"])
         return qid
@@ -271,7 +271,7 @@ class StoreFrontier(Frontier):
             ctx.txn.delete(self._prefix + keys.ms_seq(old_at, old_seq), db=ctx.dbs["due"])
         else:
             ctx.counters(self._prefix)["scheduled"] += 1
-        seq = ctx.next_seq()
+        seq = ctx.next_seq(self._prefix)
         ctx.txn.put(skey, _pack_schedule(at, seq, seed), db=ctx.dbs["schedule"])
         ctx.txn.put(self._prefix + keys.ms_seq(at, seq), fp, db=ctx.dbs["due"])
         self._hint(ctx, "due", at)
@@ -326,7 +326,7 @@ class StoreFrontier(Frontier):
         q["last"] = now
         self._place(ctx, qid, q, now, rotate=rotate)
         expires = now + self.lease_time
-        lease_key = self._prefix + seed.fingerprint + keys.u64(ctx.next_seq())
+        lease_key = self._prefix + seed.fingerprint + keys.u64(ctx.next_seq(self._prefix))
         pid, start = self._engine.owner
         lease = _LEASE.pack(qid, expires, pid, start) + entry
         ctx.txn.put(lease_key, lease, db=ctx.dbs["leases"])
@@ -379,8 +379,8 @@ class StoreFrontier(Frontier):
             key, entry = bytes(cursor.key()), bytes(cursor.value())
             seed = _unpack_entry(key, entry)
             cursor.delete()  # moves to the next entry
-            put(self._prefix + seed.fingerprint + keys.u64(ctx.next_seq()), header + entry,
-                db=leases)  # fmt: skip
+            lease_key = self._prefix + seed.fingerprint + keys.u64(ctx.next_seq(self._prefix))
+            put(lease_key, header + entry, db=leases)
             seeds.append(seed)
         taken = len(seeds)
         q["n"] -= taken
@@ -634,14 +634,8 @@ class StoreFrontier(Frontier):
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         return self._store.transaction()
 
-    def _counters(self, ctx: WriteContext | None = None) -> dict[str, int]:
-        if ctx is not None:
-            return ctx.record("counters", self._prefix, dict)  # type: ignore[no-any-return]
-        raw = self._engine.read(lambda txn: txn.get(self._prefix, db=self._engine.dbs["counters"]))
-        return unpack("counters", self._prefix, raw) if raw is not None else {}
-
     def stats(self) -> Stats:
-        c = self._counters(self._engine.current)
+        c = self._engine.read_counters(self._prefix)
         refused = {k.split(":", 1)[1]: v for k, v in c.items() if k.startswith("refused:") and v}
         return Stats(
             admitted=c.get("admitted", 0),
@@ -658,7 +652,7 @@ class StoreFrontier(Frontier):
         )
 
     def __len__(self) -> int:
-        c = self._counters(self._engine.current)
+        c = self._engine.read_counters(self._prefix)
         return c.get("queued", 0) + c.get("in_flight", 0) + c.get("scheduled", 0)
 
     def snapshot(self) -> Snapshot:

@@ -43,9 +43,7 @@ class StoreSeen:
         def op(ctx: WriteContext) -> bool:
             new = bool(ctx.txn.put(self._key, fp, db=ctx.dbs["seen"], dupdata=False))
             if new:
-                counters = ctx.record("counters", self._key, dict)
-                counters["seen"] = counters.get("seen", 0) + 1
-                ctx.touch("counters", self._key)
+                ctx.counters(self._key)["seen"] += 1
             return new
 
         return self._engine.run(op)
@@ -75,11 +73,7 @@ class StoreSeen:
         return iter(self._engine.read(read))
 
     def __len__(self) -> int:
-        ctx = self._engine.current
-        if ctx is not None:
-            return int(ctx.record("counters", self._key, dict).get("seen", 0))
-        raw = self._engine.read(lambda txn: txn.get(self._key, db=self._engine.dbs["counters"]))
-        return int(unpack("counters", self._key, raw).get("seen", 0)) if raw is not None else 0
+        return int(self._engine.read_counters(self._key).get("seen", 0))
 
 
 _CHUNK = 4080  # bytes of bits a record: one 4 KiB overflow page with its header

@@ -46,9 +46,7 @@ class StoreValidators:
             ctx.txn.put(key, value, db=db)
         delta = (value is not None) - existed
         if delta:
-            counters = ctx.record("counters", self._prefix, dict)
-            counters["validators"] = counters.get("validators", 0) + delta
-            ctx.touch("counters", self._prefix)
+            ctx.counters(self._prefix)["validators"] += delta
 
     def put(self, fp: bytes, validator: Validator) -> None:
         """Store ``validator``; an empty one deletes what was stored."""
@@ -64,8 +62,4 @@ class StoreValidators:
         self._engine.run(lambda ctx: self._change(ctx, self._prefix + fp, None))
 
     def __len__(self) -> int:
-        ctx = self._engine.current
-        if ctx is not None:
-            return int(ctx.record("counters", self._prefix, dict).get("validators", 0))
-        raw = self._engine.read(lambda txn: txn.get(self._prefix, db=self._engine.dbs["counters"]))
-        return int(unpack("counters", self._prefix, raw).get("validators", 0)) if raw else 0
+        return int(self._engine.read_counters(self._prefix).get("validators", 0))
