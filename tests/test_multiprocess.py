@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from crawlstore import Done, Seed, Store
+from crawlstore.errors import StoreError
 
 SEEDS = 2000
 
@@ -104,3 +105,33 @@ def test_a_killed_worker_s_seed_goes_to_the_others(tmp_path: Path) -> None:
     counts = Counter(crawled)
     assert held in counts  # the survivors reaped the dead worker's lease
     assert sorted(counts) == sorted(urls) and max(counts.values()) == 1
+
+
+def test_readonly_store_inspects_another_process_s_crawl(tmp_path: Path) -> None:
+    path = tmp_path / "shared.lmdb"
+    fill(path)
+    pids, read_fd = fork(worker, path, 1)  # drains the store while we watch
+    reader = Store.open(path, readonly=True)  # after fork(): never carry a store across it
+    view = reader.frontier()
+    seen_sizes = {len(view)}
+    crawled = read_all(read_fd, timeout=90)
+    assert os.waitstatus_to_exitcode(os.waitpid(pids[0], 0)[1]) == 0
+    seen_sizes.add(len(view))
+    assert len(crawled) == SEEDS and 0 in seen_sizes and view.stats().done == SEEDS
+    reader.close()
+
+
+def test_a_store_open_across_fork_gives_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "s.lmdb"
+    fill(path)
+
+    def child(path: str, write_fd: int) -> None:
+        try:
+            Store.open(path)
+        except StoreError as exc:
+            os.write(write_fd, b"ok" if b"after forking" in str(exc).encode() else b"bad")
+
+    with Store.open(path):
+        pids, read_fd = fork(child, path, 1)
+        assert read_all(read_fd, timeout=30) == ["ok"]
+        os.waitpid(pids[0], 0)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import errno
 import os
 import threading
 import time
@@ -57,6 +56,9 @@ DATABASES: dict[str, dict[str, Any]] = {
 
 #: The table that holds each crawl's counters, under the crawl's 4-byte key.
 COUNTERS = "queues"
+
+#: Free space under which a failed write is taken for a full disk.
+_DISK_FULL_BYTES = 16 * 2**20
 
 _MAGIC = (0xBEEFC0DE).to_bytes(4, "little")
 _T = TypeVar("_T")
@@ -291,6 +293,12 @@ class Engine:
         except lmdb.ReadonlyError:
             raise ReadOnlyStore(f"{path} cannot be opened for writing (read-only)") from None
         except lmdb.Error as exc:
+            if "already open" in str(exc):
+                raise StoreError(
+                    f"{path} is open in the process this one was forked from, and LMDB cannot "
+                    "open it again here: open stores after forking, or start workers with "
+                    "multiprocessing's 'spawn' or 'forkserver' method"
+                ) from None
             raise StoreError(f"{path} cannot be opened: {exc}") from None
         try:
             self.env.reader_check()
@@ -533,14 +541,19 @@ class Engine:
     def _translate(self, exc: lmdb.Error) -> StoreError:
         if isinstance(exc, lmdb.MapFullError):
             return StoreFull(f"{self.path}: the transaction does not fit the map; {exc}")
-        if isinstance(exc, (lmdb.DiskError, OSError)) or getattr(exc, "errno", None) in (
-            errno.ENOSPC,
-            errno.EDQUOT,
-        ):
-            return StoreFull(f"{self.path}: the disk is full or failing; {exc}")
         if isinstance(exc, lmdb.ReadonlyError):
             return ReadOnlyStore(f"{self.path}: {exc}")
+        if self._disk_full():
+            # LMDB reports a short write (ENOSPC) as an I/O error: ask the file system.
+            return StoreFull(f"{self.path}: the disk is full; nothing committed was lost ({exc})")
         return StoreError(f"{self.path}: {exc}")
+
+    def _disk_full(self) -> bool:
+        try:
+            fs = os.statvfs(self.path.parent)
+        except OSError:
+            return False
+        return fs.f_bavail * fs.f_frsize < _DISK_FULL_BYTES
 
     def _flush_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):
