@@ -818,7 +818,7 @@ def _open_rows(path: str, size: str, repeat: int) -> list[Result]:
         )
         opened.append(env.close)
         crawls = env.open_db(b"crawls", create=False)
-        counters = env.open_db(b"counters", create=False)
+        counters = env.open_db(b"queues", create=False)
         with env.begin() as txn:
             crawl = msgpack.unpackb(txn.get(b"default", db=crawls))
             c = msgpack.unpackb(
