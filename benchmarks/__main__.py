@@ -6,7 +6,7 @@ import argparse
 import platform
 import sys
 
-from . import core, durability, store
+from . import core, durability, recrawl, store
 from .harness import table
 
 
@@ -25,6 +25,7 @@ def main() -> None:
         *core.bench_parser(n // 2),
         *core.bench_frontier(n),
         *core.bench_seen(n * 10 if not args.quick else n),
+        *recrawl.bench_validators(n // 10),
         *store.bench(args, n),
     ]
     print(f"python {platform.python_version()} on {platform.machine()}, {sys.platform}")

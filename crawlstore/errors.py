@@ -41,3 +41,7 @@ class ReadOnlyStore(StoreError):
 
 class CorruptRecord(StoreError):
     """A stored record that does not decode; the message names the table and key."""
+
+
+class InvalidInterval(CrawlstoreError, ValueError):
+    """A revisit interval that is malformed, zero or negative."""

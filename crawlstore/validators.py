@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .url import Fingerprint
 
-__all__ = ["InMemValidators", "Validator", "Validators"]
+__all__ = ["Headers", "InMemValidators", "Validator", "Validators"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,26 @@ class Validator:
 
     def __bool__(self) -> bool:
         return self.etag is not None or self.last_modified is not None
+
+    @classmethod
+    def from_headers(cls, headers: Headers) -> Validator:
+        """``ETag`` and ``Last-Modified`` of a response (names case-insensitive); empty when
+        the response has neither."""
+        lowered = _lowered(headers)
+        return cls(lowered.get("etag"), lowered.get("last-modified"))
+
+    def merged(self, newer: Validator) -> Validator:
+        """These validators with the fields ``newer`` has replaced (a 304 may update them)."""
+        return Validator(newer.etag or self.etag, newer.last_modified or self.last_modified)
+
+
+#: Response headers: a mapping (httpx.Headers, a dict) or name/value pairs.
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+def _lowered(headers: Headers) -> dict[str, str]:
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return {name.lower(): value for name, value in items}
 
 
 @runtime_checkable

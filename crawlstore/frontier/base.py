@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import asyncio
     import threading
 
+    from ..revisit import Adapt, Revisit
     from ..seen import SeenSet
     from .facades import (
         AllowHosts,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         Scored,
         TagBackoff,
     )
+    from .revisits import Revisits
 
 __all__ = ["Frontier", "StateMap"]
 
@@ -91,8 +93,15 @@ class Frontier(ABC):
         ``NotInFlight`` for a seed that is not in flight."""
 
     @abstractmethod
-    def schedule(self, seed: Seed, at: float) -> None:
-        """Queue ``seed`` at time ``at``; one schedule per fingerprint (a new one replaces)."""
+    def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
+        """Queue ``seed`` at time ``at``; one schedule per fingerprint (a new one replaces).
+
+        Retries and parked seeds are work the crawl waits for; a ``revisit`` is waited for only
+        under ``revisit()``: without it, ``pop`` says ``Empty`` when only revisits remain."""
+
+    @abstractmethod
+    def next_revisit(self) -> float | None:
+        """When the earliest scheduled revisit is due; None when there is none."""
 
     @abstractmethod
     def state(self, namespace: str) -> StateMap:
@@ -185,6 +194,15 @@ class Frontier(ABC):
         from .facades import RetryFacade
 
         return RetryFacade(self, policy)
+
+    def revisit(self, intervals: Revisit, *, adapt: Adapt | None = None) -> Revisits:
+        """Crawl pages again: a seed reported ``Done`` or ``Failed`` whose tag has an interval
+        is scheduled that interval later, on its first attempt. Goes directly on a storage.
+        ``adapt`` stretches the interval of pages that do not change, shortens it for those
+        that do."""
+        from .revisits import Revisits
+
+        return Revisits(self, intervals, adapt)
 
     def tag_backoff(self) -> TagBackoff:
         """Honour ``Backoff(tag, until)``: that tag's seeds wait, in order, while others go on."""

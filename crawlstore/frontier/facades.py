@@ -91,8 +91,11 @@ class Facade(Frontier):
     def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
         self.inner.extend_lease(seed, seconds)
 
-    def schedule(self, seed: Seed, at: float) -> None:
-        self.inner.schedule(seed, at)
+    def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
+        self.inner.schedule(seed, at, revisit=revisit)
+
+    def next_revisit(self) -> float | None:
+        return self.inner.next_revisit()
 
     def state(self, namespace: str) -> StateMap:
         return self.inner.state(namespace)

@@ -60,8 +60,12 @@ class InMemFrontier(Frontier):
         self._queue: list[_Entry] = []
         self._in_flight: dict[Fingerprint, list[Seed]] = {}
         self._in_flight_count = 0
-        self._scheduled: dict[Fingerprint, tuple[float, int, Seed]] = {}
+        # fingerprint -> (due, seq, seed, is a revisit); heaps of (due, seq, fingerprint) over
+        # every schedule and over revisits only, whose stale entries are skipped when reached
+        self._scheduled: dict[Fingerprint, tuple[float, int, Seed, bool]] = {}
         self._due: list[tuple[float, int, Fingerprint]] = []
+        self._revisit_due: list[tuple[float, int, Fingerprint]] = []
+        self._revisits = 0
         self._counters: Counter[str] = Counter()
         self._refused: Counter[str] = Counter()
         self._states: dict[str, StateMap] = {}
@@ -89,6 +93,8 @@ class InMemFrontier(Frontier):
             frontier._enqueue(seed, 1)
         for at, seed in snapshot.scheduled:
             frontier.schedule(seed, at)
+        for at, seed in snapshot.revisits:
+            frontier.schedule(seed, at, revisit=True)
         return frontier
 
     def __repr__(self) -> str:
@@ -119,35 +125,51 @@ class InMemFrontier(Frontier):
             self._refused[reason.value] += 1
         return Admission(reason)
 
-    def schedule(self, seed: Seed, at: float) -> None:
+    def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
         with self._lock:
             self._seq += 1
-            self._scheduled[seed.fingerprint] = (at, self._seq, seed)
-            heapq.heappush(self._due, (at, self._seq, seed.fingerprint))
+            fp = seed.fingerprint
+            old = self._scheduled.get(fp)
+            self._revisits += revisit - (old[3] if old is not None else False)
+            self._scheduled[fp] = (at, self._seq, seed, revisit)
+            heapq.heappush(self._due, (at, self._seq, fp))
+            if revisit:
+                heapq.heappush(self._revisit_due, (at, self._seq, fp))
 
-    def _next_due(self) -> tuple[float, int, Fingerprint] | None:
-        """The earliest live schedule entry; stale heap entries are dropped on the way."""
-        while self._due:
-            _, seq, fp = self._due[0]
+    def _first(
+        self, heap: list[tuple[float, int, Fingerprint]]
+    ) -> tuple[float, int, Fingerprint] | None:
+        """The earliest live entry of a schedule heap; stale entries are dropped on the way."""
+        while heap:
+            _, seq, fp = heap[0]
             live = self._scheduled.get(fp)
             if live is not None and live[1] == seq:
-                return self._due[0]
-            heapq.heappop(self._due)
+                return heap[0]
+            heapq.heappop(heap)
         return None
+
+    def next_revisit(self) -> float | None:
+        with self._lock:
+            first = self._first(self._revisit_due)
+            return first[0] if first is not None else None
 
     def pop(self) -> Pop:
         with self._lock:
             now = self._clock()
-            while (due := self._next_due()) is not None and due[0] <= now:
+            while (due := self._first(self._due)) is not None and due[0] <= now:
                 heapq.heappop(self._due)
-                self._enqueue(self._scheduled.pop(due[2])[2], 0)
+                _, _, seed, revisit = self._scheduled.pop(due[2])
+                self._revisits -= revisit
+                self._enqueue(seed, 0)
             if self._queue:
                 seed = heapq.heappop(self._queue)[3]
                 self._in_flight.setdefault(seed.fingerprint, []).append(seed)
                 self._in_flight_count += 1
                 self._counters["popped"] += 1
                 return Ready(seed)
-            return Wait(due[0]) if due is not None else Empty
+            if due is not None and len(self._scheduled) > self._revisits:
+                return Wait(due[0])  # retries or parked seeds: work to wait for
+            return Empty  # nothing, or only revisits: revisit() waits for those
 
     def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
         """In memory, leases never expire: only checks that ``seed`` is in flight."""
@@ -180,6 +202,8 @@ class InMemFrontier(Frontier):
             else:
                 # Without retry() a Retry is refused: the seed fails.
                 self._counters[_COUNTED[type(report)]] += 1
+                if isinstance(report, Done) and report.unchanged:
+                    self._counters["unchanged"] += 1
 
     def report_many(self, reports: Iterable[Report]) -> None:
         """All or nothing: every seed reported must be in flight before any report applies."""
@@ -214,6 +238,7 @@ class InMemFrontier(Frontier):
                 retried=c["retried"],
                 skipped=c["skipped"],
                 cancelled=c["cancelled"],
+                unchanged=c["unchanged"],
                 queued=len(self._queue),
                 in_flight=self._in_flight_count,
                 scheduled=len(self._scheduled),
@@ -226,14 +251,13 @@ class InMemFrontier(Frontier):
                 queued=tuple(entry[3] for entry in sorted(self._queue)),
                 in_flight=tuple(s for leased in self._in_flight.values() for s in leased),
                 scheduled=tuple(
-                    (at, seed) for at, _, seed in sorted(self._scheduled.values(), key=_by_due)
+                    (at, seed) for at, _, seed, r in sorted(self._scheduled.values()) if not r
+                ),
+                revisits=tuple(
+                    (at, seed) for at, _, seed, r in sorted(self._scheduled.values()) if r
                 ),
             )
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._queue) + self._in_flight_count + len(self._scheduled)
-
-
-def _by_due(entry: tuple[float, int, Seed]) -> tuple[float, int]:
-    return entry[0], entry[1]

@@ -84,9 +84,14 @@ Pop = Ready | Wait | _Empty
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """Crawled: the seed leaves the frontier."""
+    """Crawled: the seed leaves the frontier. ``unchanged``: True when the server answered 304
+    (counted in ``Stats.unchanged``), False when a conditional request got the page in full,
+    None when nobody can tell. ``content_hash``: a digest of the body, for adaptive revisits of
+    pages whose server sends no validators."""
 
     seed: Seed
+    unchanged: bool | None = None
+    content_hash: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +161,7 @@ class Stats:
     retried: int = 0
     skipped: int = 0
     cancelled: int = 0
+    unchanged: int = 0
     queued: int = 0
     in_flight: int = 0
     scheduled: int = 0

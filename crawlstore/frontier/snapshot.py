@@ -29,15 +29,16 @@ class Snapshot:
     queued: tuple[Seed, ...] = ()
     in_flight: tuple[Seed, ...] = ()
     scheduled: tuple[tuple[float, Seed], ...] = ()
+    revisits: tuple[tuple[float, Seed], ...] = ()
 
     def __iter__(self) -> Iterator[Seed]:
         yield from self.in_flight
         yield from self.queued
-        for _, seed in self.scheduled:
+        for _, seed in (*self.scheduled, *self.revisits):
             yield seed
 
     def __len__(self) -> int:
-        return len(self.queued) + len(self.in_flight) + len(self.scheduled)
+        return len(self.queued) + len(self.in_flight) + len(self.scheduled) + len(self.revisits)
 
     def to_bytes(self) -> bytes:
         return msgpack.packb(  # type: ignore[no-any-return]
@@ -47,6 +48,7 @@ class Snapshot:
                 "queued": [s.to_record() for s in self.queued],
                 "in_flight": [s.to_record() for s in self.in_flight],
                 "scheduled": [[at, s.to_record()] for at, s in self.scheduled],
+                "revisits": [[at, s.to_record()] for at, s in self.revisits],
             }
         )
 
@@ -60,16 +62,12 @@ class Snapshot:
             order = doc["order"]
             if order not in ORDERS:
                 raise InvalidSnapshot(f"unknown order in snapshot: {order!r}")
-            scheduled = []
-            for at, rec in doc["scheduled"]:
-                if not isinstance(at, (int, float)) or isinstance(at, bool):
-                    raise InvalidSnapshot(f"a due time must be a number: {at!r}")
-                scheduled.append((float(at), Seed.from_record(rec)))
             return cls(
                 order,
                 tuple(Seed.from_record(r) for r in doc["queued"]),
                 tuple(Seed.from_record(r) for r in doc["in_flight"]),
-                tuple(scheduled),
+                _timed(doc["scheduled"]),
+                _timed(doc.get("revisits", [])),
             )
         except CrawlstoreError as exc:
             if isinstance(exc, InvalidSnapshot):
@@ -77,3 +75,12 @@ class Snapshot:
             raise InvalidSnapshot(f"snapshot holds an invalid seed: {exc}") from None
         except (ValueError, TypeError, KeyError, msgpack.ExtraData) as exc:
             raise InvalidSnapshot(f"snapshot bytes do not decode: {exc!r}") from None
+
+
+def _timed(entries: Any) -> tuple[tuple[float, Seed], ...]:
+    timed = []
+    for at, record in entries:
+        if not isinstance(at, (int, float)) or isinstance(at, bool):
+            raise InvalidSnapshot(f"a due time must be a number: {at!r}")
+        timed.append((float(at), Seed.from_record(record)))
+    return tuple(timed)

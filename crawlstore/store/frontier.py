@@ -110,6 +110,7 @@ class StoreFrontier(Frontier):
         self._cid, record = store._crawl(crawl, order, frontier=True)
         self.order: str = record["order"] or "priority"
         self._prefix = keys.u32(self._cid)
+        self._kinds = (self._prefix + b"\x00", self._prefix + b"\x01")
         if queues is None or queues == "single":
             self._queue_key: QueueKey = lambda seed: ""
         elif queues == "host":
@@ -259,22 +260,36 @@ class StoreFrontier(Frontier):
         self._engine.run(op)
         return Admission(reason)
 
-    def schedule(self, seed: Seed, at: float) -> None:
-        self._engine.run(lambda ctx: self._schedule(ctx, seed, at))
+    def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
+        self._engine.run(lambda ctx: self._schedule(ctx, seed, at, revisit))
 
-    def _schedule(self, ctx: WriteContext, seed: Seed, at: float) -> None:
+    def _due_key(self, kind: int, at: float, seq: int) -> bytes:
+        """Due entries by kind (0: retries and parked seeds, 1: revisits), then time."""
+        return self._kinds[kind] + keys.ms_seq(at, seq)
+
+    def _schedule(self, ctx: WriteContext, seed: Seed, at: float, revisit: bool = False) -> None:
         fp = seed.fingerprint
         skey = self._prefix + fp
         raw = ctx.txn.get(skey, db=ctx.dbs["schedule"])
+        counters = ctx.counters(self._prefix)
         if raw is not None:
-            old_at, old_seq, _ = unpack("schedule", skey, raw)
-            ctx.txn.delete(self._prefix + keys.ms_seq(old_at, old_seq), db=ctx.dbs["due"])
+            old_at, old_seq, _, old_kind = unpack("schedule", skey, raw)
+            ctx.txn.delete(self._due_key(old_kind, old_at, old_seq), db=ctx.dbs["due"])
+            counters["revisits"] -= old_kind
         else:
-            ctx.counters(self._prefix)["scheduled"] += 1
+            counters["scheduled"] += 1
+        counters["revisits"] += revisit
         seq = ctx.next_seq(self._prefix)
-        ctx.txn.put(skey, _pack_schedule(at, seq, seed), db=ctx.dbs["schedule"])
-        ctx.txn.put(self._prefix + keys.ms_seq(at, seq), fp, db=ctx.dbs["due"])
+        ctx.txn.put(skey, pack([at, seq, seed.to_record(), int(revisit)]), db=ctx.dbs["schedule"])
+        ctx.txn.put(self._due_key(revisit, at, seq), fp, db=ctx.dbs["due"])
         self._hint(ctx, "due", at)
+
+    def next_revisit(self) -> float | None:
+        def read(txn: lmdb.Transaction) -> float | None:
+            return self._next_due(txn, kinds=(1,))
+
+        ctx = self._engine.current
+        return read(ctx.txn) if ctx is not None else self._engine.read(read)
 
     def pop(self) -> Pop:
         return self._engine.run(self._pop)
@@ -303,13 +318,13 @@ class StoreFrontier(Frontier):
                 if not rotate:
                     ctx.hints[(self._prefix, "ready")] = (qid, q, other)
                 return Ready(seed)
-            return Wait(min(at, self._next_due(ctx) or at))
-        due = self._next_due(ctx)
-        if due is not None:
-            return Wait(due)
-        if ctx.counters(self._prefix)["queued"] > 0:  # every queue with seeds is at its cap
+            return Wait(min(at, self._next_due(ctx.txn) or at))
+        counters = ctx.counters(self._prefix)
+        if counters["scheduled"] > counters["revisits"]:  # retries or parked seeds to wait for
+            return Wait(self._next_due(ctx.txn) or now)
+        if counters["queued"] > 0:  # every queue with seeds is at its cap
             return Wait(self._earliest_expiry(ctx) or now + self.lease_time)
-        return Empty
+        return Empty  # nothing, or only revisits: revisit() waits for those
 
     def _take(
         self, ctx: WriteContext, qid: int, q: dict[str, Any], now: float, rotate: bool
@@ -420,6 +435,8 @@ class StoreFrontier(Frontier):
             ended[_read_lease(cursor.key(), cursor.value())[0]] += 1
             delete(bytes(cursor.key()), db=leases)
             finals[name] += 1
+            if isinstance(report, Done) and report.unchanged:
+                finals["unchanged"] += 1
         now = self._clock()
         for qid, count in ended.items():
             q = self._queue(ctx, qid)
@@ -444,6 +461,8 @@ class StoreFrontier(Frontier):
                 counters["retried"] += 1
         else:
             counters[_COUNTED[type(report)]] += 1
+            if isinstance(report, Done) and report.unchanged:
+                counters["unchanged"] += 1
 
     def _find_lease(self, ctx: WriteContext, fp: bytes) -> tuple[bytes, bytes] | None:
         cursor = ctx.cursor("leases")
@@ -517,22 +536,26 @@ class StoreFrontier(Frontier):
         """Queue the scheduled seeds that are due; the next due time (a lower bound)."""
         cursor = ctx.cursor("due")
         now_ms = keys.ms(now)
-        while cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
-            due_ms = keys.read_u64(cursor.key(), 4)
-            if due_ms > now_ms:
-                return due_ms / 1000
-            fp = bytes(cursor.value())
-            cursor.delete()
-            skey = self._prefix + fp
-            raw = ctx.txn.pop(skey, db=ctx.dbs["schedule"])
-            if raw is None:
-                raise CorruptRecord(f"due entry without a schedule: {skey.hex()}")
-            _, _, record = unpack("schedule", skey, raw)
-            self._enqueue(ctx, _unpack_seed("schedule", skey, record, fp), 0)
-            counters = ctx.counters(self._prefix)
-            counters["scheduled"] -= 1
-            counters["queued"] += 1
-        return math.inf
+        earliest = math.inf
+        for kind in self._kinds:
+            while cursor.set_range(kind) and cursor.key()[:5] == kind:
+                due_ms = keys.read_u64(cursor.key(), 5)
+                if due_ms > now_ms:
+                    earliest = min(earliest, due_ms / 1000)
+                    break
+                fp = bytes(cursor.value())
+                cursor.delete()
+                skey = self._prefix + fp
+                raw = ctx.txn.pop(skey, db=ctx.dbs["schedule"])
+                if raw is None:
+                    raise CorruptRecord(f"due entry without a schedule: {skey.hex()}")
+                _, _, record, revisit = unpack("schedule", skey, raw)
+                self._enqueue(ctx, _unpack_seed("schedule", skey, record, fp), 0)
+                counters = ctx.counters(self._prefix)
+                counters["scheduled"] -= 1
+                counters["revisits"] -= revisit
+                counters["queued"] += 1
+        return earliest
 
     def reap(self) -> int:
         """Queue again every seed whose lease expired or whose process is gone; how many."""
@@ -563,22 +586,20 @@ class StoreFrontier(Frontier):
         times = [_read_lease(k, v)[1] for k, v in _scan(ctx.txn, ctx.dbs["leases"], self._prefix)]
         return min(times, default=None)
 
-    def _first(self, ctx: WriteContext | None, db: str) -> tuple[bytes, bytes] | None:
-        def first(txn: lmdb.Transaction) -> tuple[bytes, bytes] | None:
-            cursor = txn.cursor(db=self._engine.dbs[db])
-            if cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
-                return bytes(cursor.key()), bytes(cursor.value())
-            return None
-
-        return first(ctx.txn) if ctx is not None else self._engine.read(first)
-
-    def _next_due(self, ctx: WriteContext) -> float | None:
-        first = self._first(ctx, "due")
-        if first is None:
-            return None
-        skey = self._prefix + first[1]
-        raw = ctx.txn.get(skey, db=ctx.dbs["schedule"])
-        return float(unpack("schedule", skey, raw)[0]) if raw is not None else None
+    def _next_due(self, txn: lmdb.Transaction, kinds: tuple[int, ...] = (0, 1)) -> float | None:
+        """The earliest due time among schedules of these kinds."""
+        cursor = txn.cursor(db=self._engine.dbs["due"])
+        times = []
+        for kind in kinds:
+            prefix = self._kinds[kind]
+            if cursor.set_range(prefix) and cursor.key()[:5] == prefix:
+                skey = self._prefix + bytes(cursor.value())
+                times.append(
+                    float(
+                        unpack("schedule", skey, txn.get(skey, db=self._engine.dbs["schedule"]))[0]
+                    )
+                )
+        return min(times, default=None)
 
     # -- politeness -----------------------------------------------------------------------------
 
@@ -646,6 +667,7 @@ class StoreFrontier(Frontier):
             retried=c.get("retried", 0),
             skipped=c.get("skipped", 0),
             cancelled=c.get("cancelled", 0),
+            unchanged=c.get("unchanged", 0),
             queued=c.get("queued", 0),
             in_flight=c.get("in_flight", 0),
             scheduled=c.get("scheduled", 0),
@@ -668,14 +690,16 @@ class StoreFrontier(Frontier):
             ]
             scheduled = []
             for key, raw in _scan(txn, dbs["schedule"], self._prefix):
-                at, seq, record = unpack("schedule", key, raw)
-                scheduled.append((at, seq, _unpack_seed("schedule", key, record, key[4:20])))
+                at, seq, record, revisit = unpack("schedule", key, raw)
+                seed = _unpack_seed("schedule", key, record, key[4:20])
+                scheduled.append((at, seq, seed, revisit))
             scheduled.sort(key=lambda e: (e[0], e[1]))
             return Snapshot(
                 self.order,
                 queued=tuple(seed for _, seed in queued),
                 in_flight=tuple(in_flight),
-                scheduled=tuple((at, seed) for at, _, seed in scheduled),
+                scheduled=tuple((at, seed) for at, _, seed, r in scheduled if not r),
+                revisits=tuple((at, seed) for at, _, seed, r in scheduled if r),
             )
 
         return self._engine.read(read)
@@ -707,10 +731,6 @@ def _unpack_seed(db: str, key: keys.Buf, record: Any, fp: keys.Buf) -> Seed:
         return Seed._trusted(record, Fingerprint(bytes(fp)))
     except (TypeError, ValueError):
         raise CorruptRecord(f"{db} record {bytes(key).hex()} holds a malformed seed") from None
-
-
-def _pack_schedule(at: float, seq: int, seed: Seed) -> bytes:
-    return pack([at, seq, seed.to_record()])
 
 
 def _read_lease(key: keys.Buf, lease: keys.Buf) -> tuple[int, float, int, int]:

@@ -1,0 +1,1 @@
+"""Glue between crawlstore and the libraries crawlers use (optional dependencies)."""

@@ -1,0 +1,78 @@
+"""``Revalidate``: conditional requests from stored validators, and recording new ones."""
+
+from __future__ import annotations
+
+from .frontier.base import Frontier
+from .frontier.protocol import Done
+from .seed import Seed
+from .validators import Headers, Validator, Validators
+
+__all__ = ["Revalidate"]
+
+_CONDITIONAL_METHODS = frozenset({"GET", "HEAD"})
+
+
+class Revalidate:
+    """Makes recrawls cheap: a page seen before is requested with ``If-None-Match`` (its ETag)
+    and ``If-Modified-Since`` (its Last-Modified); a ``304 Not Modified`` means unchanged.
+
+    Only GET and HEAD over http(s) are revalidated. Validators are recorded when the page's
+    handling went through: ``done()`` reports the seed and records them in one transaction, so
+    a page whose extraction failed is fetched in full next time.
+    """
+
+    def __init__(self, validators: Validators) -> None:
+        self.validators = validators
+
+    @staticmethod
+    def applies(seed: Seed) -> bool:
+        return seed.method in _CONDITIONAL_METHODS
+
+    def headers(self, seed: Seed) -> dict[str, str]:
+        """The conditional headers for ``seed`` (none when nothing is stored)."""
+        if not self.applies(seed):
+            return {}
+        stored = self.validators.get(seed.fingerprint)
+        if stored is None:
+            return {}
+        headers = {}
+        if stored.etag is not None:
+            headers["If-None-Match"] = stored.etag
+        if stored.last_modified is not None:
+            headers["If-Modified-Since"] = stored.last_modified
+        return headers
+
+    @staticmethod
+    def unchanged(status: int) -> bool:
+        """Whether a response status says the page did not change."""
+        return status == 304
+
+    def record(self, seed: Seed, status: int, headers: Headers) -> None:
+        """Keep a response's validators: a 2xx replaces them (one without validators clears
+        them: they described another body); a 304 keeps them, with any field it updates."""
+        if not self.applies(seed):
+            return
+        fresh = Validator.from_headers(headers)
+        if status == 304:
+            stored = self.validators.get(seed.fingerprint)
+            if stored is not None and fresh:
+                self.validators.put(seed.fingerprint, stored.merged(fresh))
+        elif 200 <= status < 300:
+            self.validators.put(seed.fingerprint, fresh)
+
+    def done(
+        self,
+        frontier: Frontier,
+        seed: Seed,
+        status: int,
+        headers: Headers,
+        *,
+        content_hash: str | None = None,
+    ) -> None:
+        """Report ``seed`` done and record its validators, in one transaction. A 304 is
+        unchanged; a full answer to a conditional request is changed; otherwise nobody knows."""
+        with frontier.transaction():
+            conditional = self.applies(seed) and self.validators.get(seed.fingerprint) is not None
+            unchanged = True if self.unchanged(status) else (False if conditional else None)
+            frontier.report(Done(seed, unchanged=unchanged, content_hash=content_hash))
+            self.record(seed, status, headers)
