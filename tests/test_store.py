@@ -367,7 +367,7 @@ def test_store_full_keeps_everything_committed(tmp_path: Path, clock: ManualCloc
 
 
 def test_store_rejects_use_in_a_forked_child(tmp_path: Path, clock: ManualClock) -> None:
-    store = open_store(tmp_path / "s.lmdb", clock)
+    store = open_store(tmp_path / "s.lmdb", clock, durability="safe")  # no flusher thread
     pid = os.fork()
     if pid == 0:  # the child must not touch the parent's environment
         try:
