@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         TagBackoff,
     )
     from .revisits import Revisits
+    from .traps import AvoidTraps, TrapPolicy
 
 __all__ = ["Frontier", "StateMap"]
 
@@ -203,6 +204,16 @@ class Frontier(ABC):
         from .revisits import Revisits
 
         return Revisits(self, intervals, adapt)
+
+    def avoid_traps(self) -> AvoidTraps:
+        """Bound crawler traps per URL prefix with the default ``TrapPolicy``."""
+        return self.avoid_traps_with(None)
+
+    def avoid_traps_with(self, policy: TrapPolicy | None) -> AvoidTraps:
+        """Bound crawler traps per URL prefix: calendars, session ids, repeating segments."""
+        from .traps import AvoidTraps
+
+        return AvoidTraps(self, policy)
 
     def tag_backoff(self) -> TagBackoff:
         """Honour ``Backoff(tag, until)``: that tag's seeds wait, in order, while others go on."""

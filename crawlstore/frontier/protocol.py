@@ -34,6 +34,7 @@ class Reason(str, enum.Enum):
     TOO_DEEP = "too_deep"
     FILTERED = "filtered"
     OUT_OF_SCOPE = "out_of_scope"
+    TRAP = "trap"
 
 
 @dataclass(frozen=True, slots=True)
