@@ -6,7 +6,7 @@ import argparse
 import platform
 import sys
 
-from . import core, durability, recrawl, store
+from . import core, durability, recrawl, store, traps
 from .harness import table
 
 
@@ -15,14 +15,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     parser.add_argument(
         "--only",
-        choices=["core", "durability", "recrawl", "store"],
+        choices=["core", "durability", "recrawl", "traps", "store"],
         action="append",
         help="run only these parts (repeatable); all of them by default",
     )
     store.add_arguments(parser)
     args = parser.parse_args()
     n = 10_000 if args.quick else 100_000
-    parts = set(args.only or ["core", "durability", "recrawl", "store"])
+    parts = set(args.only or ["core", "durability", "recrawl", "traps", "store"])
     results = []
     if "core" in parts:
         results += core.bench_fingerprint(n // 2)
@@ -33,6 +33,8 @@ def main() -> None:
         results += durability.bench_durability(500 if args.quick else 2_000, n // 5)
     if "recrawl" in parts:
         results += recrawl.bench_validators(n // 10)
+    if "traps" in parts:
+        results += traps.bench_traps(100 if args.quick else 1000, 50)
     if "store" in parts:
         results += store.bench(args, n)
     print(f"python {platform.python_version()} on {platform.machine()}, {sys.platform}")
