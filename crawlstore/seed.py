@@ -69,7 +69,9 @@ class Seed:
     ``attempt`` counts tries: 1 is the first attempt, each retry adds one.
     """
 
-    __slots__ = ("_fp", "attempt", "body", "depth", "headers", "method", "priority", "tag", "url")
+    __slots__ = (
+        "_fp", "_lease", "attempt", "body", "depth", "headers", "method", "priority", "tag", "url",
+    )  # fmt: skip
 
     method: str
     url: str
@@ -80,6 +82,9 @@ class Seed:
     depth: int
     attempt: int
     _fp: Fingerprint | None
+    #: The lease a store handed this seed out under (not part of the value): a report ends
+    #: exactly that lease, never another worker's after this one expired.
+    _lease: bytes | None
 
     def __init__(
         self,
@@ -130,6 +135,7 @@ class Seed:
         setter(self, "depth", depth)
         setter(self, "attempt", attempt)
         setter(self, "_fp", fp)
+        setter(self, "_lease", None)
 
     @classmethod
     def get(cls, url: str) -> Seed:
@@ -164,6 +170,7 @@ class Seed:
         fields = {name: getattr(self, name) for name in _FIELDS}
         fields.update(changes)
         new._init(**fields, fp=self._fp if "body" not in changes else None)
+        object.__setattr__(new, "_lease", self._lease)  # the same request, the same lease
         return new
 
     def with_tag(self, tag: Tag | None) -> Seed:

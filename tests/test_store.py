@@ -18,6 +18,7 @@ from crawlstore import (
     Ready,
     Retry,
     RetryPolicy,
+    Seed,
     Store,
     Validator,
 )
@@ -209,12 +210,23 @@ def test_report_after_the_lease_ended_raises(store: Store, clock: ManualClock) -
     a = f.pop()
     assert isinstance(a, Ready)
     clock.advance(10)
-    f.pop()  # requeued and handed out again
-    f.report(Done(a.seed))
-    with pytest.raises(NotInFlight):
+    again = f.pop()  # requeued and handed out again, under a new lease
+    assert isinstance(again, Ready) and again.seed == a.seed
+    with pytest.raises(NotInFlight):  # the late report never ends the new holder's lease
         f.report(Done(a.seed))
     with pytest.raises(NotInFlight):
         f.extend_lease(a.seed)
+    with pytest.raises(NotInFlight):
+        f.report_many([Done(a.seed)])
+    assert f.stats().in_flight == 1 and f.stats().done == 0
+    f.report(Done(again.seed))
+    assert f.stats().done == 1
+    detached = Seed.from_record(again.seed.to_record())  # e.g. sent to another process
+    f.push(seed("b"))
+    b = f.pop()
+    assert isinstance(b, Ready)
+    f.report(Done(Seed.from_record(b.seed.to_record())))  # no token: matched by fingerprint
+    assert f.stats().done == 2 and detached == again.seed
 
 
 def test_readonly_store_sees_a_writer_and_refuses_writes(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..seed import Seed
-from .protocol import Admission, Pop, Ready, Reason, Report, Stats
+from .protocol import Admission, Backoff, Pop, Ready, Reason, Report, Stats
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -80,9 +80,16 @@ class Frontier(ABC):
 
     def report_many(self, reports: Iterable[Report]) -> None:
         """Several reports in one transaction: all of them, or (on an error) none."""
+        batch = list(reports)
         with self.transaction():
-            for report in reports:
+            self.check_in_flight([r.seed for r in batch if not isinstance(r, Backoff)])
+            for report in batch:
                 self.report(report)
+
+    @abstractmethod
+    def check_in_flight(self, seeds: Iterable[Seed]) -> None:
+        """Raise ``NotInFlight`` unless every one of ``seeds`` (counted with repeats) is in
+        flight; storages without rollback check before a batch of reports applies."""
 
     @abstractmethod
     def refuse(self, seed: Seed, reason: Reason) -> Admission:

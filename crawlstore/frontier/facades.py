@@ -85,6 +85,9 @@ class Facade(Frontier):
         else:
             super().report_many(reports)
 
+    def check_in_flight(self, seeds: Iterable[Seed]) -> None:
+        self.inner.check_in_flight(seeds)
+
     def refuse(self, seed: Seed, reason: Reason) -> Admission:
         return self.inner.refuse(seed, reason)
 

@@ -205,17 +205,13 @@ class InMemFrontier(Frontier):
                 if isinstance(report, Done) and report.unchanged:
                     self._counters["unchanged"] += 1
 
-    def report_many(self, reports: Iterable[Report]) -> None:
-        """All or nothing: every seed reported must be in flight before any report applies."""
-        reports = list(reports)
-        seeds = [r.seed for r in reports if not isinstance(r, Backoff)]
+    def check_in_flight(self, seeds: Iterable[Seed]) -> None:
+        seeds = list(seeds)
         with self._lock:
             for fp, count in Counter(seed.fingerprint for seed in seeds).items():
                 if len(self._in_flight.get(fp, ())) < count:
                     seed = next(seed for seed in seeds if seed.fingerprint == fp)
                     raise NotInFlight(f"seed is not in flight: {seed!r}")
-            for report in reports:
-                self.report(report)
 
     def state(self, namespace: str) -> StateMap:
         with self._lock:

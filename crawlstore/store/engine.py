@@ -215,7 +215,9 @@ class WriteContext:
     def after_commit(self, callback: Callable[[], None]) -> None:
         self._after_commit.append(callback)
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
+        """Write the changed records into the transaction; whether there were any."""
+        wrote = bool(self._dirty or self._dirty_blobs)
         for slot in self._dirty:
             db, key = slot
             value = self._records[slot]
@@ -227,6 +229,7 @@ class WriteContext:
         for db, key in self._dirty_blobs:
             self.txn.put(key, bytes(self._blobs[(db, key)]), db=self.dbs[db])
         self._dirty_blobs.clear()
+        return wrote
 
     def committed(self) -> None:
         for callback in self._after_commit:
@@ -331,6 +334,15 @@ class Engine:
             if engine is None:
                 engine = cls(real, **options)
                 _registry[str(real)] = engine
+            elif not options["readonly"] and (engine.durability, engine.max_map_size) != (
+                options["durability"],
+                options["max_map_size"],
+            ):
+                raise StoreError(
+                    f"{real} is already open in this process with durability="
+                    f"{engine.durability.value!r}, max_map_size={engine.max_map_size}: open it "
+                    "with the same options (the process shares one environment)"
+                )
             elif not options["readonly"] and engine.readonly:
                 raise StoreError(
                     f"{real} is open read-only in this process: close it before opening it "
@@ -448,7 +460,7 @@ class Engine:
             self._local.ctx = ctx
             try:
                 yield ctx
-                ctx.flush()
+                wrote = ctx.flush()
                 txn.commit()
             except BaseException:
                 with suppress(lmdb.Error):
@@ -456,7 +468,9 @@ class Engine:
                 raise
             finally:
                 self._local.ctx = None
-            if self.env.info()["last_txnid"] == txn_id:  # an empty commit keeps no id
+            # An empty commit takes no id (another process's next commit gets it): keep the
+            # records only after a commit that wrote some, and whose id is still the last.
+            if wrote and self.env.info()["last_txnid"] == txn_id:
                 self._records, self._records_txnid = ctx.records, txn_id
         ctx.committed()
 
@@ -483,7 +497,12 @@ class Engine:
         """Run one operation in a write transaction (or the caller's); a full map is grown and
         the operation retried, invisibly, up to ``max_map_size``."""
         if self.current is not None:
-            return operation(self.current)
+            try:
+                return operation(self.current)
+            except lmdb.MapFullError:
+                raise  # the outer transaction grows the map and says so
+            except lmdb.Error as exc:
+                raise self._translate(exc) from None
         while True:
             try:
                 with self.write() as ctx:
@@ -505,14 +524,18 @@ class Engine:
         """Run a read-only operation: in the caller's write transaction, or a short read one."""
         ctx = self.current
         if ctx is not None:
+            ctx.flush()  # the records this transaction changed, so the read sees them
             return operation(ctx.txn)
         with self.lock:
             self._check_process()
-            txn = self._begin(write=False)
             try:
-                return operation(txn)
-            finally:
-                txn.abort()
+                txn = self._begin(write=False)
+                try:
+                    return operation(txn)
+                finally:
+                    txn.abort()
+            except lmdb.Error as exc:
+                raise self._translate(exc) from None
 
     # -- size -----------------------------------------------------------------------------------
 
@@ -574,6 +597,10 @@ class ReadOnly(Engine):
     @property
     def readonly(self) -> bool:  # type: ignore[override]
         return True
+
+    @property
+    def current(self) -> WriteContext | None:
+        return None  # never join (and so write through) the writer's transaction
 
     @contextmanager
     def write(self) -> Iterator[WriteContext]:

@@ -49,6 +49,8 @@ __all__ = ["QueueInfo", "StoreFrontier"]
 QueueKey = Callable[[Seed], str]
 #: A lease: queue id, expiry time, owner pid and start time, then the pending entry's bytes.
 _LEASE = struct.Struct(">Idqq")
+#: How many queues placed by another view's defaults one pop re-places before it gives up.
+_REPLACEMENTS = 64
 _COUNTED = {Done: "done", Failed: "failed", Skipped: "skipped", Retry: "failed"}
 _UNSET: Any = object()
 
@@ -131,6 +133,7 @@ class StoreFrontier(Frontier):
         self.reap_interval = reap_interval
         self._qids: dict[str, int] = {}
         self._next_check = -math.inf  # when to look over the leases again (see _check_leases)
+        self._next_repair = -math.inf  # when to look for queues left out of the ready index
         if not self._engine.readonly:
             self.reap()
 
@@ -303,12 +306,16 @@ class StoreFrontier(Frontier):
             if now < until and q["rk"] is not None and q["ra"] <= now:
                 return Ready(self._take(ctx, qid, q, now, False))
         cursor = ctx.cursor("ready")
-        if cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix:
+        for _ in range(_REPLACEMENTS):
+            if not (cursor.set_range(self._prefix) and cursor.key()[:4] == self._prefix):
+                break
             qid = keys.read_u32(cursor.value())
             q = self._queue(ctx, qid)
             at = self._ready_at(q)
-            if at is None:
-                raise CorruptRecord(f"queue {q['k']!r} is in the ready index but not ready")
+            if at is None or (at > now and keys.read_u64(cursor.key(), 4) <= keys.ms(now)):
+                # placed by a view with other defaults (delay, cap): place it by ours, go on
+                self._place(ctx, qid, q, now, rotate=True)
+                continue
             if at <= now:
                 other = math.inf  # when the next queue in the index is ready
                 if cursor.next() and cursor.key()[:4] == self._prefix:
@@ -319,12 +326,31 @@ class StoreFrontier(Frontier):
                     ctx.hints[(self._prefix, "ready")] = (qid, q, other)
                 return Ready(seed)
             return Wait(min(at, self._next_due(ctx.txn) or at))
+        else:
+            return Wait(now)  # many queues placed by other defaults: look again at once
         counters = ctx.counters(self._prefix)
         if counters["scheduled"] > counters["revisits"]:  # retries or parked seeds to wait for
             return Wait(self._next_due(ctx.txn) or now)
-        if counters["queued"] > 0:  # every queue with seeds is at its cap
+        if counters["queued"] > 0:  # every queue with seeds is at its cap...
+            if now >= self._next_repair and self._repair(ctx, now):
+                return self._pop(ctx)  # ...or was left out by a view with other defaults
             return Wait(self._earliest_expiry(ctx) or now + self.lease_time)
         return Empty  # nothing, or only revisits: revisit() waits for those
+
+    def _repair(self, ctx: WriteContext, now: float) -> int:
+        """Put back in the ready index the queues this view's defaults find ready (a view with
+        other defaults, such as a lower cap, may have taken them out); at most once every
+        ``reap_interval``. How many it put back."""
+        self._next_repair = now + self.reap_interval
+        placed = 0
+        for key, _ in _scan(ctx.txn, ctx.dbs["queues"], self._prefix):
+            if len(key) == 8:
+                qid = keys.read_u32(key, 4)
+                q = self._queue(ctx, qid)
+                if q["rk"] is None and self._ready_at(q) is not None:
+                    self._place(ctx, qid, q, now)
+                    placed += 1
+        return placed
 
     def _take(
         self, ctx: WriteContext, qid: int, q: dict[str, Any], now: float, rotate: bool
@@ -345,6 +371,7 @@ class StoreFrontier(Frontier):
         pid, start = self._engine.owner
         lease = _LEASE.pack(qid, expires, pid, start) + entry
         ctx.txn.put(lease_key, lease, db=ctx.dbs["leases"])
+        object.__setattr__(seed, "_lease", lease_key)
         if expires < self._next_check:
             self._next_check = expires
         counters = ctx.counters(self._prefix)
@@ -396,6 +423,7 @@ class StoreFrontier(Frontier):
             cursor.delete()  # moves to the next entry
             lease_key = self._prefix + seed.fingerprint + keys.u64(ctx.next_seq(self._prefix))
             put(lease_key, header + entry, db=leases)
+            object.__setattr__(seed, "_lease", lease_key)
             seeds.append(seed)
         taken = len(seeds)
         q["n"] -= taken
@@ -414,37 +442,42 @@ class StoreFrontier(Frontier):
             return  # pauses need tag_backoff()
         self._engine.run(lambda ctx: self._report(ctx, report))
 
+    def check_in_flight(self, seeds: Iterable[Seed]) -> None:
+        """Nothing to check ahead: a failed report rolls the store's transaction back."""
+
     def report_many(self, reports: Iterable[Report]) -> None:
-        self._engine.run(lambda ctx: self._report_many(ctx, reports))
+        batch = list(reports)  # a retried transaction (the map grew) reads it again
+        self._engine.run(lambda ctx: self._report_many(ctx, batch))
 
     def _report_many(self, ctx: WriteContext, reports: Iterable[Report]) -> None:
-        """Final reports end their leases with the queue and counters updated once."""
-        ended: Counter[int] = Counter()
-        finals: Counter[str] = Counter()
-        cursor, delete, leases = ctx.cursor("leases"), ctx.txn.delete, ctx.dbs["leases"]
-        for report in reports:
-            if isinstance(report, Backoff):
-                continue
-            name = _COUNTED.get(type(report))
-            if name is None:  # Cancelled, Reschedule: one at a time
-                self._report(ctx, report)
-                continue
-            prefix = self._prefix + report.seed.fingerprint
-            if not (cursor.set_range(prefix) and cursor.key()[:20] == prefix):
-                raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {report!r}")
-            ended[_read_lease(cursor.key(), cursor.value())[0]] += 1
-            delete(bytes(cursor.key()), db=leases)
-            finals[name] += 1
-            if isinstance(report, Done) and report.unchanged:
-                finals["unchanged"] += 1
-        now = self._clock()
-        for qid, count in ended.items():
-            q = self._queue(ctx, qid)
-            q["f"] -= count
-            self._place(ctx, qid, q, now)
+        """Final reports end their leases one by one (counts always match the leases); the
+        queues they touched are put back in the ready index once, even if a report fails."""
+        touched: dict[int, dict[str, Any]] = {}
         counters = ctx.counters(self._prefix)
-        counters.update(finals)
-        counters["in_flight"] -= sum(ended.values())
+        delete, leases = ctx.txn.delete, ctx.dbs["leases"]
+        try:
+            for report in reports:
+                if isinstance(report, Backoff):
+                    continue
+                name = _COUNTED.get(type(report))
+                if name is None:  # Cancelled, Reschedule: one at a time
+                    self._report(ctx, report)
+                    continue
+                found = self._find_lease(ctx, report.seed)
+                if found is None:
+                    raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {report!r}")
+                qid = _read_lease(*found)[0]
+                delete(found[0], db=leases)
+                q = touched.get(qid) or touched.setdefault(qid, self._queue(ctx, qid))
+                q["f"] -= 1
+                counters["in_flight"] -= 1
+                counters[name] += 1
+                if isinstance(report, Done) and report.unchanged:
+                    counters["unchanged"] += 1
+        finally:
+            now = self._clock()
+            for qid, q in touched.items():
+                self._place(ctx, qid, q, now)
 
     def _report(self, ctx: WriteContext, report: Report) -> None:
         assert not isinstance(report, Backoff)
@@ -464,16 +497,22 @@ class StoreFrontier(Frontier):
             if isinstance(report, Done) and report.unchanged:
                 counters["unchanged"] += 1
 
-    def _find_lease(self, ctx: WriteContext, fp: bytes) -> tuple[bytes, bytes] | None:
+    def _find_lease(self, ctx: WriteContext, seed: Seed) -> tuple[bytes, bytes] | None:
+        """The seed's lease: the very one it was handed out under when it carries it (a seed
+        that crossed a process boundary does not), else one of its fingerprint's."""
+        token = seed._lease
+        if token is not None and token[:4] == self._prefix:
+            raw = ctx.txn.get(token, db=ctx.dbs["leases"])
+            return (token, bytes(raw)) if raw is not None else None
         cursor = ctx.cursor("leases")
-        prefix = self._prefix + fp
+        prefix = self._prefix + seed.fingerprint
         if cursor.set_range(prefix) and cursor.key()[:20] == prefix:
             return bytes(cursor.key()), bytes(cursor.value())
         return None
 
     def _end_lease(self, ctx: WriteContext, seed: Seed) -> tuple[int, bytes]:
         """Remove the seed's lease (one of them, when the same page is out twice)."""
-        found = self._find_lease(ctx, seed.fingerprint)
+        found = self._find_lease(ctx, seed)
         if found is None:
             raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {seed!r}")
         return self._drop_lease(ctx, *found)
@@ -500,7 +539,7 @@ class StoreFrontier(Frontier):
         """Keep a slow seed leased ``seconds`` (default ``lease_time``) from now."""
 
         def op(ctx: WriteContext) -> None:
-            found = self._find_lease(ctx, seed.fingerprint)
+            found = self._find_lease(ctx, seed)
             if found is None:
                 raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {seed!r}")
             key, lease = found
@@ -722,14 +761,14 @@ def _unpack_entry(key: keys.Buf, raw: keys.Buf) -> Seed:
     entry = unpack("pending", key, raw)
     try:
         return _unpack_seed("pending", key, entry[1], entry[0])
-    except (TypeError, IndexError):
+    except (TypeError, IndexError, KeyError, ValueError):
         raise CorruptRecord(f"pending record {bytes(key).hex()} is malformed") from None
 
 
 def _unpack_seed(db: str, key: keys.Buf, record: Any, fp: keys.Buf) -> Seed:
     try:
         return Seed._trusted(record, Fingerprint(bytes(fp)))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, KeyError, IndexError):
         raise CorruptRecord(f"{db} record {bytes(key).hex()} holds a malformed seed") from None
 
 

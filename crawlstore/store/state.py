@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -13,8 +14,15 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 
+#: Keys longer than this (LMDB allows 511 bytes) are stored under a digest, with the key kept
+#: in the value; a digest key starts with 0xFF, which UTF-8 never does.
+_MAX_KEY = 400
+_HASHED = b"\xff"
+
+
 class StoreStateMap(MutableMapping[str, Any]):
-    """A mapping of str to msgpack-able values under one crawl and namespace."""
+    """A mapping of str to msgpack-able values under one crawl and namespace; keys of any
+    length (long ones are stored under a digest)."""
 
     def __init__(self, engine: Engine, crawl_prefix: bytes, namespace: str) -> None:
         self._engine = engine
@@ -23,17 +31,22 @@ class StoreStateMap(MutableMapping[str, Any]):
     def _key(self, key: str) -> bytes:
         if not isinstance(key, str):
             raise TypeError(f"state keys are str, not {type(key).__name__}")
-        return self._prefix + key.encode("utf-8")
+        raw = key.encode("utf-8")
+        if len(self._prefix) + len(raw) > _MAX_KEY:
+            return self._prefix + _HASHED + hashlib.blake2b(raw, digest_size=20).digest()
+        return self._prefix + raw
 
     def __getitem__(self, key: str) -> Any:
         k = self._key(key)
         raw = self._engine.read(lambda txn: txn.get(k, db=self._engine.dbs["state"]))
         if raw is None:
             raise KeyError(key)
-        return unpack("state", k, raw)
+        value = unpack("state", k, raw)
+        return value[1] if k[len(self._prefix) :].startswith(_HASHED) else value
 
     def __setitem__(self, key: str, value: Any) -> None:
-        k, v = self._key(key), pack(value)
+        k = self._key(key)
+        v = pack([key, value] if k[len(self._prefix) :].startswith(_HASHED) else value)
         self._engine.run(lambda ctx: ctx.txn.put(k, v, db=ctx.dbs["state"]))
 
     def __delitem__(self, key: str) -> None:
@@ -49,10 +62,11 @@ class StoreStateMap(MutableMapping[str, Any]):
         out = []
         cursor = txn.cursor(db=self._engine.dbs["state"])
         if cursor.set_range(self._prefix):
-            for k in cursor.iternext(values=False):
+            for k, v in cursor:
                 if k[: len(self._prefix)] != self._prefix:
                     break
-                out.append(bytes(k[len(self._prefix) :]).decode("utf-8"))
+                rest = bytes(k[len(self._prefix) :])
+                out.append(unpack("state", k, v)[0] if rest[:1] == _HASHED else rest.decode())
         return out
 
     def __iter__(self) -> Iterator[str]:
