@@ -39,7 +39,11 @@ class ReadOnlyStore(StoreError):
     """A write on a store opened with ``readonly=True``."""
 
 
-class CorruptRecord(StoreError):
+class CorruptStore(StoreError):
+    """A store file that is damaged (torn, truncated, garbled); it was not modified."""
+
+
+class CorruptRecord(CorruptStore):
     """A stored record that does not decode; the message names the table and key."""
 
 

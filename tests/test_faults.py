@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import subprocess
+import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from crawlstore import Done, Seed, Store
-from crawlstore.errors import StoreFull
+from crawlstore.errors import CrawlstoreError, StoreError, StoreFull
+from crawlstore.store import verify
 
 
 @pytest.fixture
@@ -71,3 +77,123 @@ def test_threads_share_a_store_and_pop_each_seed_once(tmp_path: Path) -> None:
         counts = Counter(crawled)
         assert len(counts) == 800 and max(counts.values()) == 1
         assert f.stats().done == 800 and len(f) == 0
+
+
+# -- torn files, backups, stale slots, huge values -----------------------------------------------
+
+READ_ALL = """
+import sys
+from crawlstore import Store, Ready, Done
+from crawlstore.errors import CrawlstoreError
+try:
+    with Store.open(sys.argv[1]) as store:
+        f = store.frontier()
+        len(f), f.stats(), f.snapshot()
+        while isinstance(p := f.pop(), Ready):
+            f.report(Done(p.seed))
+except CrawlstoreError as exc:
+    print("typed", type(exc).__name__)
+    sys.exit(0)
+print("opened")
+"""
+
+
+def _filled(path: Path, n: int = 300) -> None:
+    with Store.open(path, durability="group") as store:
+        f = store.frontier("fifo").dedup_with(store.seen())
+        f.push_many(Seed.get(f"https://example.com/{i}").with_body(b"x" * 200) for i in range(n))
+
+
+@pytest.mark.parametrize("damage", ["truncate-half", "truncate-page", "garble", "zero-meta"])
+def test_a_torn_or_garbled_file_never_crashes_the_interpreter(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "s.lmdb"
+    _filled(path)
+    data = bytearray(path.read_bytes())
+    if damage == "truncate-half":
+        data = data[: len(data) // 2]
+    elif damage == "truncate-page":
+        data = data[:4096]
+    elif damage == "garble":
+        rng = random.Random(7)
+        for _ in range(400):
+            data[rng.randrange(8192, len(data))] = rng.randrange(256)
+    else:
+        data[:8192] = bytes(8192)
+    torn = tmp_path / "torn.lmdb"
+    torn.write_bytes(bytes(data))
+    assert verify(torn)  # reports what is wrong
+    done = subprocess.run([sys.executable, "-c", READ_ALL, str(torn)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, f"crashed ({done.returncode}): {done.stderr[-2000:]}"
+    assert done.stdout.startswith(("typed", "opened"))
+
+
+def test_a_backup_taken_while_a_crawl_writes_is_a_valid_store(tmp_path: Path) -> None:
+    path = tmp_path / "live.lmdb"
+    _filled(path, 50)
+    pid = os.fork()
+    if pid == 0:  # the writer: pushes for as long as it lives
+        try:
+            with Store.open(path, durability="group") as store:
+                f = store.frontier()
+                for i in range(10**6):
+                    f.push(Seed.get(f"https://example.com/live/{i}"))
+        finally:
+            os._exit(0)
+    try:
+        time.sleep(0.2)  # let the writer get going (the backup does not depend on timing)
+        with Store.open(path, readonly=True) as store:
+            store.backup(tmp_path / "backup.lmdb")
+            with pytest.raises(StoreError, match="exists"):
+                store.backup(tmp_path / "backup.lmdb")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert verify(tmp_path / "backup.lmdb") == []
+    with Store.open(tmp_path / "backup.lmdb") as copy:
+        assert len(copy.frontier()) >= 50
+
+
+def test_stale_reader_slots_and_a_writer_killed_mid_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "s.lmdb"
+    _filled(path, 10)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # holds a read snapshot and the writer lock, then is killed
+        store = Store.open(path)
+        reader = store._engine.env.begin()  # noqa: F841 - a reader slot left behind
+        with store.transaction():
+            store.frontier().push(Seed.get("https://example.com/never-committed"))
+            os.write(write_fd, b"x")
+            time.sleep(60)
+        os._exit(0)
+    os.close(write_fd)
+    assert os.read(read_fd, 1) == b"x"
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    with Store.open(path) as store:  # no repair, no wait on the dead writer's lock
+        assert str(pid) not in store._engine.env.readers()  # the stale slot was cleared
+        f = store.frontier()
+        assert len(f) == 10
+        f.push(Seed.get("https://example.com/after"))
+        assert len(f) == 11 and verify(path) == []
+
+
+def test_huge_values_are_stored_whole(tmp_path: Path) -> None:
+    body = os.urandom(10 * 2**20)
+    url = "https://example.com/" + "a" * 100_000
+    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+        f = store.frontier().dedup_with(store.seen())
+        assert f.push(Seed("POST", "https://example.com/upload").with_body(body))
+        assert f.push(Seed.get(url))
+        got = sorted(f.pop_many(2), key=lambda s: s.method)
+        assert got[0].url == url and got[1].body == body
+
+
+def test_only_typed_errors_from_a_closed_store(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.lmdb", durability="group")
+    f = store.frontier()
+    store.close()
+    for call in (f.pop, lambda: f.push(Seed.get("https://e.com/")), f.stats, f.snapshot):
+        with pytest.raises(CrawlstoreError):
+            call()

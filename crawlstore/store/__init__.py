@@ -10,6 +10,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+import lmdb
+
 from ..clock import Clock, system_clock
 from ..errors import StoreError
 from ..frontier.snapshot import ORDERS
@@ -18,6 +20,7 @@ from .engine import FORMAT_VERSION, Durability, Engine, WriteContext, unpack
 from .frontier import QueueInfo, QueueKey, StoreFrontier
 from .seen import StoreBloomSeen, StoreSeen
 from .validators import StoreValidators
+from .verify import verify
 
 __all__ = [
     "FORMAT_VERSION",
@@ -28,6 +31,7 @@ __all__ = [
     "StoreFrontier",
     "StoreSeen",
     "StoreValidators",
+    "verify",
 ]
 
 _DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
@@ -208,6 +212,18 @@ class Store:
         exception rolls everything back."""
         self._check_open()
         return self._engine.transaction()
+
+    def backup(self, path: str | os.PathLike[str], *, compact: bool = True) -> None:
+        """Write a consistent copy of the store to ``path`` while crawls go on writing (LMDB's
+        copy of one read snapshot); ``compact`` leaves out free pages and renumbers the rest."""
+        target = Path(path)
+        if target.exists():
+            raise StoreError(f"{target} exists: a backup never overwrites a file")
+        self._check_open()
+        try:
+            self._engine.env.copy(str(target), compact=compact)
+        except lmdb.Error as exc:
+            raise StoreError(f"backup to {target} failed: {exc}") from None
 
     # -- lifetime -------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import msgpack
 
 from ..errors import (
     CorruptRecord,
+    CorruptStore,
     IncompatibleStore,
     NotAStore,
     ReadOnlyStore,
@@ -61,6 +62,9 @@ COUNTERS = "queues"
 _DISK_FULL_BYTES = 16 * 2**20
 
 _MAGIC = (0xBEEFC0DE).to_bytes(4, "little")
+#: LMDB 0.9 on 64 bits: a page header (16 bytes), then the meta record, whose last page number
+#: is at 136 and transaction id at 144; the page size is kept at 40.
+_META_END = 152
 _T = TypeVar("_T")
 
 
@@ -119,16 +123,32 @@ def unpack(db: str, key: Buf, raw: Buf | None) -> Any:
 
 
 def _check_file(path: Path) -> bool:
-    """True when ``path`` exists and looks like LMDB; ``NotAStore`` when it exists otherwise."""
+    """True when ``path`` exists and looks like a whole LMDB file; ``NotAStore`` when it is not
+    LMDB, ``CorruptStore`` when it is torn (shorter than its meta page says: LMDB would map the
+    missing pages and the process would die of SIGBUS on the first read)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(4096 + 32)
+            head = f.read(_META_END)
+            size = os.fstat(f.fileno()).st_size
+            if len(head) < _META_END or head[16:20] != _MAGIC:
+                raise NotAStore(f"{path} is not a crawlstore store (no LMDB header)")
+            page_size = int.from_bytes(head[40:44], "little")
+            if not 512 <= page_size <= 65536:
+                raise CorruptStore(f"{path}: its meta page gives a page size of {page_size}")
+            f.seek(page_size)
+            second = f.read(_META_END)
     except FileNotFoundError:
         return False
     except IsADirectoryError:
         raise NotAStore(f"{path} is a directory, not a store file") from None
-    if len(head) < 32 or head[16:20] != _MAGIC:
-        raise NotAStore(f"{path} is not a crawlstore store (no LMDB header)")
+    metas = [m for m in (head, second) if len(m) == _META_END and m[16:20] == _MAGIC]
+    newest = max(metas, key=lambda m: int.from_bytes(m[144:152], "little"))
+    last_page = int.from_bytes(newest[136:144], "little")
+    if size < (last_page + 1) * page_size:
+        raise CorruptStore(
+            f"{path} is torn: it holds {size} bytes, its last committed page ends at "
+            f"{(last_page + 1) * page_size}"
+        )
     return True
 
 
@@ -291,6 +311,8 @@ class Engine:
             )
         except lmdb.InvalidError:
             raise NotAStore(f"{path} is not a crawlstore store (invalid LMDB file)") from None
+        except (lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
+            raise CorruptStore(f"{path} is damaged: {exc}") from None
         except lmdb.VersionMismatchError:
             raise IncompatibleStore(f"{path} was written by another LMDB version") from None
         except lmdb.ReadonlyError:
@@ -307,6 +329,9 @@ class Engine:
             self.env.reader_check()
             self._page_size = int(self.env.stat()["psize"])
             self.dbs = self._open_databases()
+        except lmdb.Error as exc:
+            self.env.close()
+            raise self._translate(exc) from None
         except BaseException:
             self.env.close()
             raise
@@ -566,6 +591,8 @@ class Engine:
             return StoreFull(f"{self.path}: the transaction does not fit the map; {exc}")
         if isinstance(exc, lmdb.ReadonlyError):
             return ReadOnlyStore(f"{self.path}: {exc}")
+        if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadChecksumError)):
+            return CorruptStore(f"{self.path} is damaged: {exc}")
         if self._disk_full():
             # LMDB reports a short write (ENOSPC) as an I/O error: ask the file system.
             return StoreFull(f"{self.path}: the disk is full; nothing committed was lost ({exc})")
