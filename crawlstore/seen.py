@@ -167,22 +167,19 @@ class BloomSeen:
     @classmethod
     def restore(cls, data: bytes) -> BloomSeen:
         doc = _unpack("BloomSeen", data)
+        expected, fp_rate, inserted, raw = (doc.get(k) for k in ("expected", "fp_rate",
+                                                                 "inserted", "bits"))  # fmt: skip
+        if not isinstance(expected, int) or not isinstance(fp_rate, float):
+            raise InvalidSnapshot("BloomSeen snapshot: expected and fp_rate must be numbers")
+        if not isinstance(inserted, int) or inserted < 0 or not isinstance(raw, bytes):
+            raise InvalidSnapshot("BloomSeen snapshot: bad count or bit array")
         try:
-            expected, fp_rate, inserted, raw = (
-                doc["expected"],
-                doc["fp_rate"],
-                doc["inserted"],
-                doc["bits"],
-            )
-            if not isinstance(expected, int) or not isinstance(fp_rate, float):
-                raise TypeError("expected and fp_rate must be an int and a float")
-            bloom = cls(expected, fp_rate)
-        except (KeyError, TypeError, ValueError) as exc:
+            bits, _ = bloom_size(expected, fp_rate)
+        except (ValueError, OverflowError) as exc:
             raise InvalidSnapshot(f"BloomSeen snapshot has bad parameters: {exc}") from None
-        if not isinstance(raw, bytes) or len(raw) != (bloom.bits + 7) // 8:
+        if len(raw) != (bits + 7) // 8:  # checked before anything is allocated
             raise InvalidSnapshot("BloomSeen snapshot: bit array does not match its size")
-        if not isinstance(inserted, int) or inserted < 0:
-            raise InvalidSnapshot(f"BloomSeen snapshot: bad count {inserted!r}")
+        bloom = cls(expected, fp_rate)
         array = bitarray(endian="big")
         array.frombytes(raw)
         bloom._array = array[: bloom.bits]
