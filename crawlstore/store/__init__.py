@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import lmdb
 
@@ -189,6 +189,12 @@ class Store:
             reap_interval=reap_interval,
         )
         return frontier
+
+    @overload
+    def seen(self, *, crawl: str = "default", bloom: None = None) -> StoreSeen: ...
+
+    @overload
+    def seen(self, *, crawl: str = "default", bloom: tuple[int, float]) -> StoreBloomSeen: ...
 
     def seen(
         self, *, crawl: str = "default", bloom: tuple[int, float] | None = None

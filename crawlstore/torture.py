@@ -1,0 +1,218 @@
+"""Crash torture: crawl workers on one store are killed with SIGKILL at random instants; after
+each round the store is reopened and checked against what the workers acknowledged.
+
+    python -m crawlstore.torture --minutes 10 --workers 4
+
+Each worker runs a randomised crawl over a generated site (with a calendar trap) through every
+view and facade: ``revisit``, ``dedup_with(store.seen())``, ``retry``, ``tag_backoff``,
+``avoid_traps``, validators, grouped transactions and batch calls, on a store whose map starts
+small so it grows under the kills. A worker writes a line to its stdout only after the commit it
+describes returned. Prints one summary line: rounds, kills, operations verified, violations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import Backoff, Cancelled, Done, Failed, Retry, RetryPolicy, Seed, Skipped, Store
+from .frontier.traps import TrapPolicy
+from .revisit import RevisitTags, revisit
+from .store import verify
+from .validators import Validator
+
+SITE = 1500
+HOST = "https://site.test"
+
+
+class Tag(RevisitTags):
+    PAGE = revisit("3s")
+
+
+def links_of(url: str) -> list[str]:
+    path = url[len(HOST) :]
+    if path.startswith("/cal/"):  # an endless calendar: a trap
+        n = int(path.rsplit("/", 1)[1])
+        return [f"{HOST}/cal/{n + 1}", f"{HOST}/cal/{n + 2}"]
+    n = int(path.rsplit("/", 1)[1])
+    out = [f"{HOST}/p/{m}" for m in (2 * n + 1, 2 * n + 2, n // 2, (n * 7) % SITE) if m < SITE]
+    return out + ([f"{HOST}/cal/{n}"] if n % 50 == 0 else [])
+
+
+def worker(path: str, seed: int) -> None:
+    """One crawl worker; it runs until killed (revisits keep it busy)."""
+    rng = random.Random(seed)
+    out = sys.stdout
+
+    def ack(line: str) -> None:
+        out.write(line + "\n")
+        out.flush()
+
+    store = Store.open(path, durability=rng.choice(["safe", "group"]), map_size=2**20)
+    frontier = (
+        store.frontier("fifo", lease_time=30, reap_interval=0.2)
+        .revisit(Tag)
+        .dedup_with(store.seen())
+        .retry_with(RetryPolicy(2, base_delay=0.01, jitter=0))
+        .tag_backoff()
+        .avoid_traps_with(TrapPolicy(max_urls=120))
+    )
+    validators = store.validators()
+    if frontier.push(Seed.get(f"{HOST}/p/0").with_tag(Tag.PAGE)):
+        ack(f"P {HOST}/p/0")
+    while True:
+        batch = frontier.pop_many(rng.choice([1, 1, 3, 10]))
+        if not batch:
+            time.sleep(0.01)
+            continue
+        ack("L " + " ".join(s.url for s in batch))
+        done: list[Seed] = []
+        for s in batch:
+            roll = rng.random()
+            if roll < 0.06:
+                frontier.report(Retry(s))
+                ack(f"R {s.url}")
+            elif roll < 0.09:
+                frontier.report(Cancelled(s))
+            elif roll < 0.10:
+                frontier.report(Skipped(s))
+            elif roll < 0.11:
+                frontier.report(Failed(s))
+            elif roll < 0.12:
+                frontier.report(Backoff(Tag.PAGE, until=frontier.clock() + 0.05))
+                frontier.report(Retry(s))
+            else:
+                done.append(s)
+        if not done:
+            continue
+        with store.transaction():  # reports, validators and links: one commit
+            admitted = []
+            for s in done:
+                frontier.report(Done(s))
+                validators.put(s.fingerprint, Validator(etag=f'"{s.url}"'))
+                links = [Seed.get(u).with_tag(Tag.PAGE).with_depth(s.depth + 1)
+                         for u in links_of(s.url)]  # fmt: skip
+                admitted += [
+                    ln.url for ln, a in zip(links, frontier.push_many(links), strict=True) if a
+                ]
+        ack(" ".join(["D", *(s.url for s in done)]))
+        if admitted:
+            ack(" ".join(["P", *admitted]))
+
+
+@dataclass
+class Record:
+    """What the workers acknowledged, over the whole run."""
+
+    admitted: set[str] = field(default_factory=set)
+    done: set[str] = field(default_factory=set)
+    lines: int = 0
+
+    def read(self, text: str) -> None:
+        for line in text.splitlines():
+            kind, _, rest = line.partition(" ")
+            urls = rest.split()
+            self.lines += 1
+            if kind == "P":
+                self.admitted.update(urls)
+            elif kind == "D":
+                self.done.update(urls)
+
+
+def check(path: Path, record: Record) -> list[str]:
+    """The invariants of a store nobody is writing: a list of violations."""
+    violations = list(verify(path))
+    with Store.open(path) as store:
+        frontier = store.frontier(reap_interval=0)  # reaps the killed workers' leases
+        stats = frontier.stats()
+        snap = frontier.snapshot()
+        if stats.in_flight or snap.in_flight:
+            violations.append(f"{stats.in_flight} seeds still leased by dead workers")
+        held = Counter(s.fingerprint for s in snap)
+        violations += [f"queued twice: {fp.hex()}" for fp, n in held.items() if n > 1]
+        seen = set(store.seen())
+        violations += [f"held but not seen: {fp.hex()}" for fp in held if fp not in seen]
+        validators = store.validators()
+        for url in record.admitted:
+            if Seed.get(url).fingerprint not in seen:
+                violations.append(f"acknowledged push lost: {url}")
+        for url in record.done:
+            if validators.get(Seed.get(url).fingerprint) is None:
+                violations.append(f"acknowledged Done lost its validators: {url}")
+    return violations
+
+
+def torture(
+    path: Path, *, seconds: float, workers: int, seed: int = 1, min_kills: int = 0
+) -> tuple[int, int, int, list[str]]:
+    """Rounds of ``workers`` processes, each killed at a random instant; returns (rounds,
+    kills, operations verified, violations)."""
+    rng = random.Random(seed)
+    record = Record()
+    rounds = kills = 0
+    violations: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline or kills < min_kills:
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "crawlstore.torture",
+                    "--worker",
+                    str(path),
+                    str(rng.randrange(2**32)),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(workers)
+        ]
+        end = time.monotonic() + rng.uniform(0.3, 1.2)
+        for proc in sorted(procs, key=lambda _: rng.random()):  # each at its own instant
+            time.sleep(max(0.0, min(end - time.monotonic(), rng.uniform(0, 0.4))))
+            os.kill(proc.pid, signal.SIGKILL)
+        for proc in procs:
+            stdout, stderr = proc.communicate()
+            record.read(stdout.decode())
+            if proc.returncode != -signal.SIGKILL:
+                violations.append(f"worker ended on its own ({proc.returncode}): {stderr[-500:]!r}")
+            kills += proc.returncode == -signal.SIGKILL
+        rounds += 1
+        violations += check(path, record)
+    return rounds, kills, record.lines, violations
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=1.0)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--worker", nargs=2, metavar=("PATH", "SEED"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker[0], int(args.worker[1]))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="crawlstore-torture-") as tmp:
+        rounds, kills, ops, violations = torture(
+            Path(tmp) / "torture.lmdb", seconds=args.minutes * 60, workers=args.workers,
+            seed=args.seed,
+        )  # fmt: skip
+    for violation in violations[:20]:
+        print("violation:", violation)
+    print(f"rounds {rounds}, kills {kills}, operations verified {ops}, "
+          f"violations {len(violations)}")  # fmt: skip
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
