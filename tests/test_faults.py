@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from crawlstore import Done, Seed, Store
-from crawlstore.errors import CrawlstoreError, StoreError, StoreFull
+from crawlstore.errors import CrawlstoreError, ReadOnlyStore, StoreError, StoreFull
 from crawlstore.store import verify
 
 
@@ -197,3 +197,16 @@ def test_only_typed_errors_from_a_closed_store(tmp_path: Path) -> None:
     for call in (f.pop, lambda: f.push(Seed.get("https://e.com/")), f.stats, f.snapshot):
         with pytest.raises(CrawlstoreError):
             call()
+
+
+def test_a_read_only_file_system(tiny_disk: Path) -> None:
+    path = tiny_disk / "s.lmdb"
+    with Store.open(path) as store:
+        store.frontier().push(Seed.get("https://example.com/"))
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_disk)], check=True)
+    with pytest.raises(ReadOnlyStore, match="read-only file system"):
+        Store.open(path)
+    with pytest.raises(ReadOnlyStore, match="read-only file system"):
+        Store.open(tiny_disk / "new.lmdb")
+    with Store.open(path, readonly=True) as store:  # inspecting still works
+        assert len(store.frontier()) == 1

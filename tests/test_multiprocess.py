@@ -135,3 +135,75 @@ def test_a_store_open_across_fork_gives_a_clear_error(tmp_path: Path) -> None:
         pids, read_fd = fork(child, path, 1)
         assert read_all(read_fd, timeout=30) == ["ok"]
         os.waitpid(pids[0], 0)
+
+
+def threaded_worker(path: str, write_fd: int) -> None:
+    """Eight threads popping and reporting on one store; a line after each commit."""
+    import threading
+
+    store = Store.open(path, durability="group")
+
+    def run() -> None:
+        frontier = store.frontier(lease_time=3600, reap_interval=0.05)
+        while (seed := frontier.next_seed(poll=0.01, timeout=60)) is not None:
+            os.write(write_fd, f"L {seed.url}\n".encode())
+            frontier.report(Done(seed))
+            os.write(write_fd, f"D {seed.url}\n".encode())
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.close()
+
+
+def test_four_processes_of_eight_threads_with_kills(tmp_path: Path) -> None:
+    import random
+
+    path = tmp_path / "shared.lmdb"
+    urls = fill(path)
+    rng = random.Random(4)
+    fds: dict[int, int] = {}
+    for _ in range(4):
+        (pid,), fd = fork(threaded_worker, path, 1)
+        fds[pid] = fd
+    killed: set[int] = set()
+    lines: dict[int, bytes] = dict.fromkeys(fds, b"")
+    deadline = time.monotonic() + 120
+    while fds and time.monotonic() < deadline:
+        ready, _, _ = select.select(list(fds.values()), [], [], 0.5)
+        for pid, fd in list(fds.items()):
+            if fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    lines[pid] += chunk
+                    continue
+                os.close(fd)
+                del fds[pid]
+                os.waitpid(pid, 0)
+        if len(killed) < 2 and rng.random() < 0.2 and fds:  # kill one worker, start another
+            victim = rng.choice(sorted(fds))
+            os.kill(victim, signal.SIGKILL)
+            killed.add(victim)
+            (pid,), fd = fork(threaded_worker, path, 1)
+            fds[pid] = fd
+            lines[pid] = b""
+    assert not fds, "workers did not finish in time (a deadlock?)"
+    done: Counter[str] = Counter()
+    held_by_killed: set[str] = set()
+    for pid, data in lines.items():
+        leased, finished = set(), set()
+        for line in data.decode().splitlines():
+            kind, url = line.split()
+            (leased if kind == "L" else finished).add(url)
+            if kind == "D":
+                done[url] += 1
+        if pid in killed:
+            held_by_killed |= leased - finished
+    assert set(done) == set(urls)  # every seed finished at least once
+    twice = {url for url, n in done.items() if n > 1}
+    assert twice <= held_by_killed  # more than once only when a killed worker held it
+    with Store.open(path) as store:
+        stats = store.frontier().stats()
+        assert stats.queued == 0 and stats.in_flight == 0

@@ -324,6 +324,15 @@ class Engine:
                     "open it again here: open stores after forking, or start workers with "
                     "multiprocessing's 'spawn' or 'forkserver' method"
                 ) from None
+            if "Read-only file system" in str(exc):
+                raise ReadOnlyStore(
+                    f"{path} is on a read-only file system: open it with readonly=True"
+                ) from None
+            if "Permission denied" in str(exc):
+                raise StoreError(
+                    f"{path}: permission denied ({exc}); a store needs read and write access "
+                    "to its file and its -lock file (readonly=True: read access to the file)"
+                ) from None
             raise StoreError(f"{path} cannot be opened: {exc}") from None
         try:
             self.env.reader_check()
