@@ -58,6 +58,9 @@ DATABASES: dict[str, dict[str, Any]] = {
 #: The table that holds each crawl's counters, under the crawl's 4-byte key.
 COUNTERS = "queues"
 
+#: Free map space kept ahead of every write transaction (see ``Engine._grow_early``).
+_HEADROOM = 64 * 2**20
+
 #: Free space under which a failed write is taken for a full disk.
 _DISK_FULL_BYTES = 16 * 2**20
 
@@ -335,6 +338,8 @@ class Engine:
                 ) from None
             raise StoreError(f"{path} cannot be opened: {exc}") from None
         try:
+            if not readonly:
+                self.env.set_mapsize(0)  # adopt the size another process may have grown to
             self.env.reader_check()
             self._page_size = int(self.env.stat()["psize"])
             self.dbs = self._open_databases()
@@ -401,7 +406,7 @@ class Engine:
             self.env.close()
 
     def _open_databases(self) -> dict[str, Any]:
-        with self.env.begin(write=False) as txn:
+        with self._begin(write=False) as txn:
             main_keys = [bytes(k) for k, _ in txn.cursor()]
         if not main_keys:
             if self.readonly:
@@ -410,8 +415,8 @@ class Engine:
         if b"meta" not in main_keys:
             raise NotAStore(f"{self.path} is an LMDB file of another application")
         meta_db = self.env.open_db(b"meta", create=False)
-        with self.env.begin(db=meta_db) as txn:
-            raw = txn.get(b"meta")
+        with self._begin(write=False) as txn:
+            raw = txn.get(b"meta", db=meta_db)
         meta = unpack("meta", b"meta", raw) if raw is not None else None
         if not isinstance(meta, dict) or meta.get("app") != APP:
             raise NotAStore(f"{self.path} is an LMDB file of another application")
@@ -428,7 +433,7 @@ class Engine:
         self.meta = meta
         missing = [name for name in DATABASES if name.encode() not in main_keys]
         if missing and not self.readonly:
-            with self.env.begin(write=True) as txn:
+            with self._begin(write=True) as txn:
                 for name in missing:
                     self.env.open_db(name.encode(), txn=txn, **DATABASES[name])
         dbs = {}
@@ -444,7 +449,7 @@ class Engine:
             "fingerprint": FINGERPRINT_VERSION,
             "created": time.time(),
         }
-        with self.env.begin(write=True) as txn:
+        with self._begin(write=True) as txn:
             dbs = {
                 name: self.env.open_db(name.encode(), txn=txn, **flags)
                 for name, flags in DATABASES.items()
@@ -577,12 +582,16 @@ class Engine:
         return int((self.env.info()["last_pgno"] + 1) * self._page_size)
 
     def _grow_early(self) -> int:
-        """Double the map once half of it is used, so grouped transactions rarely fill it;
-        returns the id of the last committed transaction."""
+        """Grow the map before a transaction could fill it: keep at least half of it, and at
+        least ``_HEADROOM`` bytes, free (the map is address space, not disk). A transaction
+        that outgrows the map mid-way can only be retried when it is one operation; this keeps
+        that rare. Returns the id of the last committed transaction."""
         info = self.env.info()
         size = info["map_size"]
-        if (info["last_pgno"] + 1) * self._page_size * 2 > size and size < self.max_map_size:
-            self.env.set_mapsize(min(self.max_map_size, size * 2))
+        used = (info["last_pgno"] + 1) * self._page_size
+        headroom = max(size // 2, _HEADROOM)
+        if used + headroom > size and size < self.max_map_size:
+            self.env.set_mapsize(min(self.max_map_size, max(size * 2, used + 2 * headroom)))
         return int(info["last_txnid"])
 
     def _grow(self) -> None:
