@@ -210,3 +210,47 @@ def test_a_read_only_file_system(tiny_disk: Path) -> None:
         Store.open(tiny_disk / "new.lmdb")
     with Store.open(path, readonly=True) as store:  # inspecting still works
         assert len(store.frontier()) == 1
+
+
+PERMISSIONS = """
+import sys
+from crawlstore import Store
+from crawlstore.errors import ReadOnlyStore, StoreError
+kind = sys.argv[2]
+try:
+    Store.open(sys.argv[1])
+except ReadOnlyStore as exc:
+    print("ReadOnlyStore", exc)
+except StoreError as exc:
+    print("StoreError", exc)
+if kind == "file":
+    with Store.open(sys.argv[1], readonly=True) as store:
+        print("readonly", len(store.frontier()))
+"""
+
+
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_permission_errors_are_clear(tmp_path: Path, kind: str) -> None:
+    import shutil
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is needed to run without root's permission override")
+    path = tmp_path / "store" / "s.lmdb"
+    path.parent.mkdir()
+    if kind == "file":
+        with Store.open(path) as store:
+            store.frontier().push(Seed.get("https://example.com/"))
+        path.chmod(0o400)
+    else:
+        path.parent.chmod(0o500)  # a new store's files cannot be created here
+    done = subprocess.run(
+        ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-c",
+         PERMISSIONS, str(path), kind],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    path.parent.chmod(0o700)
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("ReadOnlyStore") and "no permission" in first
+    if kind == "file":
+        assert "readonly 1" in done.stdout  # inspecting needs read access only

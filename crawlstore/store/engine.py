@@ -319,7 +319,10 @@ class Engine:
         except lmdb.VersionMismatchError:
             raise IncompatibleStore(f"{path} was written by another LMDB version") from None
         except lmdb.ReadonlyError:
-            raise ReadOnlyStore(f"{path} cannot be opened for writing (read-only)") from None
+            raise ReadOnlyStore(
+                f"{path} cannot be opened for writing (a read-only file, or no permission to "
+                "write it): open it with readonly=True to inspect it"
+            ) from None
         except lmdb.Error as exc:
             if "already open" in str(exc):
                 raise StoreError(
