@@ -157,6 +157,8 @@ def check(path: Path, record: Record) -> list[str]:
                 violations.append(f"acknowledged push lost: {url}")
         for url in record.done:
             fp = Seed.get(url).fingerprint
+            if fp not in seen:
+                violations.append(f"acknowledged Done is not in the seen set: {url}")
             if validators.get(fp) is None:
                 violations.append(f"acknowledged Done lost its validators: {url}")
             # a page done is crawled again: its revisit is scheduled (or already queued),
