@@ -12,6 +12,7 @@ from pathlib import Path
 
 from crawlstore import Done, Seed, Store
 from crawlstore.errors import StoreError
+from crawlstore.revisit import RevisitTags, revisit
 
 SEEDS = 2000
 
@@ -137,17 +138,38 @@ def test_a_store_open_across_fork_gives_a_clear_error(tmp_path: Path) -> None:
         os.waitpid(pids[0], 0)
 
 
+class Weekly(RevisitTags):
+    PAGE = revisit("7d")
+
+
+LINKED = 6000  # pages reachable by links, beyond the SEEDS pushed first
+DEADLINE = [0.0]  # set by the test before forking: the workers' common end (a fixed time)
+
+
 def threaded_worker(path: str, write_fd: int) -> None:
-    """Eight threads popping and reporting on one store; a line after each commit."""
+    """Eight threads that pop, report, push the page's links and schedule its revisit, until
+    the common deadline; a line after each commit."""
     import threading
 
     store = Store.open(path, durability="group")
 
     def run() -> None:
-        frontier = store.frontier(lease_time=3600, reap_interval=0.05)
-        while (seed := frontier.next_seed(poll=0.01, timeout=60)) is not None:
+        frontier = (
+            store.frontier(lease_time=3600, reap_interval=0.05)
+            .revisit(Weekly)
+            .dedup_with(store.seen())
+        )
+        while (left := DEADLINE[0] - time.monotonic()) > 0:
+            seed = frontier.next_seed(poll=0.01, timeout=left)
+            if seed is None:
+                break
             os.write(write_fd, f"L {seed.url}\n".encode())
-            frontier.report(Done(seed))
+            n = int(seed.url.rsplit("/", 1)[1])
+            links = [Seed.get(f"https://example.com/{m}").with_tag(Weekly.PAGE)
+                     for m in (SEEDS + 2 * n, SEEDS + 2 * n + 1) if m < SEEDS + LINKED]  # fmt: skip
+            with store.transaction():
+                frontier.report(Done(seed))
+                frontier.push_many(links)
             os.write(write_fd, f"D {seed.url}\n".encode())
 
     threads = [threading.Thread(target=run) for _ in range(8)]
@@ -162,7 +184,8 @@ def test_four_processes_of_eight_threads_with_kills(tmp_path: Path) -> None:
     import random
 
     path = tmp_path / "shared.lmdb"
-    urls = fill(path)
+    fill(path)
+    DEADLINE[0] = time.monotonic() + 8  # push, pop, report and revisit for a fixed time
     rng = random.Random(4)
     fds: dict[int, int] = {}
     for _ in range(4):
@@ -201,9 +224,16 @@ def test_four_processes_of_eight_threads_with_kills(tmp_path: Path) -> None:
                 done[url] += 1
         if pid in killed:
             held_by_killed |= leased - finished
-    assert set(done) == set(urls)  # every seed finished at least once
     twice = {url for url, n in done.items() if n > 1}
     assert twice <= held_by_killed  # more than once only when a killed worker held it
+    assert len(done) > SEEDS  # the workers got through the seeds and into the links
     with Store.open(path) as store:
-        stats = store.frontier().stats()
-        assert stats.queued == 0 and stats.in_flight == 0
+        frontier = store.frontier()  # reaps the killed workers' leases
+        stats, snap, seen = frontier.stats(), frontier.snapshot(), set(store.seen())
+        assert stats.in_flight == 0
+        held = {s.fingerprint for s in snap}
+        finished = {Seed.get(url).fingerprint for url in done}
+        assert seen == held | (seen & finished)  # every admitted seed is done or still held
+        revisits = {s.fingerprint for _, s in snap.revisits}
+        tagged_done = {Seed.get(u).fingerprint for u in done if int(u.rsplit("/", 1)[1]) >= SEEDS}
+        assert tagged_done <= revisits | held  # each done page has its revisit scheduled
