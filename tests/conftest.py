@@ -22,14 +22,14 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture(params=STORAGES)
-def make_frontier(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[MakeFrontier]:
+def make_frontier(
+    request: pytest.FixtureRequest, clock: ManualClock, tmp_path: Path
+) -> Iterator[MakeFrontier]:
     """``make_frontier(order="fifo")`` builds an empty storage on the test's clock."""
-
     if request.param == "memory":
         yield lambda order="fifo": InMemFrontier(order, clock=clock)
         return
-    store = Store.open(tmp_path_factory_path(request) / "frontier.lmdb", clock=clock,
-                       durability="group")  # fmt: skip
+    store = Store.open(tmp_path / "frontier.lmdb", clock=clock, durability="group")
     crawls = itertools.count()
 
     def make(order: str = "fifo") -> Frontier:
@@ -37,11 +37,6 @@ def make_frontier(request: pytest.FixtureRequest, clock: ManualClock) -> Iterato
 
     yield make
     store.close()
-
-
-def tmp_path_factory_path(request: pytest.FixtureRequest) -> Path:
-    path: Path = request.getfixturevalue("tmp_path")
-    return path
 
 
 @pytest.fixture
