@@ -131,6 +131,7 @@ def test_a_torn_or_garbled_file_never_crashes_the_interpreter(tmp_path: Path, da
 def test_a_backup_taken_while_a_crawl_writes_is_a_valid_store(tmp_path: Path) -> None:
     path = tmp_path / "live.lmdb"
     _filled(path, 50)
+    read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the writer: pushes for as long as it lives
         try:
@@ -138,20 +139,24 @@ def test_a_backup_taken_while_a_crawl_writes_is_a_valid_store(tmp_path: Path) ->
                 f = store.frontier()
                 for i in range(10**6):
                     f.push(Seed.get(f"https://example.com/live/{i}"))
+                    if i == 100:
+                        os.write(write_fd, b"x")  # writing is under way
         finally:
             os._exit(0)
+    os.close(write_fd)
     try:
-        time.sleep(0.2)  # let the writer get going (the backup does not depend on timing)
+        assert os.read(read_fd, 1) == b"x"
         with Store.open(path, readonly=True) as store:
-            store.backup(tmp_path / "backup.lmdb")
+            store.backup(tmp_path / "backup.lmdb")  # while the writer goes on
             with pytest.raises(StoreError, match="exists"):
                 store.backup(tmp_path / "backup.lmdb")
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+        os.close(read_fd)
     assert verify(tmp_path / "backup.lmdb") == []
     with Store.open(tmp_path / "backup.lmdb") as copy:
-        assert len(copy.frontier()) >= 50
+        assert len(copy.frontier()) >= 150
 
 
 def test_stale_reader_slots_and_a_writer_killed_mid_transaction(tmp_path: Path) -> None:
