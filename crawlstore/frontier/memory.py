@@ -18,18 +18,15 @@ from .protocol import (
     Admission,
     Backoff,
     Cancelled,
-    Done,
     Empty,
-    Failed,
     Pop,
     Ready,
     Reason,
     Report,
     Reschedule,
-    Retry,
-    Skipped,
     Stats,
     Wait,
+    final_counters,
 )
 from .snapshot import ORDERS, Snapshot
 
@@ -39,7 +36,6 @@ __all__ = ["InMemFrontier"]
 # otherwise; class 0 holds seeds that came back (due schedules, cancellations) so they go first,
 # class 1 pushed seeds; seq is the push sequence (negated for LIFO).
 _Entry = tuple[int, int, int, Seed]
-_COUNTED = {Done: "done", Failed: "failed", Skipped: "skipped", Retry: "failed"}
 
 
 class InMemFrontier(Frontier):
@@ -201,9 +197,7 @@ class InMemFrontier(Frontier):
                     self._counters["retried"] += 1
             else:
                 # Without retry() a Retry is refused: the seed fails.
-                self._counters[_COUNTED[type(report)]] += 1
-                if isinstance(report, Done) and report.unchanged:
-                    self._counters["unchanged"] += 1
+                self._counters.update(final_counters(report))
 
     def check_in_flight(self, seeds: Iterable[Seed]) -> None:
         seeds = list(seeds)

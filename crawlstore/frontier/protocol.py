@@ -149,6 +149,19 @@ class Reschedule:
 
 Report = Done | Failed | Skipped | Cancelled | Retry | Backoff | Reschedule
 
+_FINAL = {Done: "done", Failed: "failed", Skipped: "skipped", Retry: "failed"}
+
+
+def final_counters(report: Report) -> tuple[str, ...]:
+    """The counters a report that ends a seed adds one to (a ``Retry`` that reaches a storage
+    was refused: the seed failed); empty for reports that do not end one."""
+    name = _FINAL.get(type(report))
+    if name is None:
+        return ()
+    if isinstance(report, Done) and report.unchanged:
+        return (name, "unchanged")
+    return (name,)
+
 
 @dataclass(frozen=True, slots=True)
 class Stats:

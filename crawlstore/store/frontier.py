@@ -21,18 +21,15 @@ from ..frontier.protocol import (
     Admission,
     Backoff,
     Cancelled,
-    Done,
     Empty,
-    Failed,
     Pop,
     Ready,
     Reason,
     Report,
     Reschedule,
-    Retry,
-    Skipped,
     Stats,
     Wait,
+    final_counters,
 )
 from ..frontier.snapshot import Snapshot
 from ..seed import Seed
@@ -51,7 +48,6 @@ QueueKey = Callable[[Seed], str]
 _LEASE = struct.Struct(">Idqq")
 #: How many queues placed by another view's defaults one pop re-places before it gives up.
 _REPLACEMENTS = 64
-_COUNTED = {Done: "done", Failed: "failed", Skipped: "skipped", Retry: "failed"}
 _UNSET: Any = object()
 
 
@@ -285,7 +281,9 @@ class StoreFrontier(Frontier):
         seq = ctx.next_seq(self._prefix)
         ctx.txn.put(skey, pack([at, seq, seed.to_record(), int(revisit)]), db=ctx.dbs["schedule"])
         ctx.txn.put(self._due_key(revisit, at, seq), fp, db=ctx.dbs["due"])
-        self._hint(ctx, "due", at)
+        due_hint = (self._prefix, "due")
+        if due_hint in ctx.hints and at < ctx.hints[due_hint]:
+            ctx.hints[due_hint] = at  # a due time earlier than the transaction knew of
 
     def next_revisit(self) -> float | None:
         def read(txn: lmdb.Transaction) -> float | None:
@@ -459,8 +457,8 @@ class StoreFrontier(Frontier):
             for report in reports:
                 if isinstance(report, Backoff):
                     continue
-                name = _COUNTED.get(type(report))
-                if name is None:  # Cancelled, Reschedule: one at a time
+                names = final_counters(report)
+                if not names:  # Cancelled, Reschedule: one at a time
                     self._report(ctx, report)
                     continue
                 found = self._find_lease(ctx, report.seed)
@@ -471,9 +469,7 @@ class StoreFrontier(Frontier):
                 q = touched.get(qid) or touched.setdefault(qid, self._queue(ctx, qid))
                 q["f"] -= 1
                 counters["in_flight"] -= 1
-                counters[name] += 1
-                if isinstance(report, Done) and report.unchanged:
-                    counters["unchanged"] += 1
+                counters.update(names)
         finally:
             now = self._clock()
             for qid, q in touched.items():
@@ -493,9 +489,7 @@ class StoreFrontier(Frontier):
             if report.retried:
                 counters["retried"] += 1
         else:
-            counters[_COUNTED[type(report)]] += 1
-            if isinstance(report, Done) and report.unchanged:
-                counters["unchanged"] += 1
+            counters.update(final_counters(report))
 
     def _find_lease(self, ctx: WriteContext, seed: Seed) -> tuple[bytes, bytes] | None:
         """The seed's lease: the very one it was handed out under when it carries it (a seed
@@ -564,12 +558,6 @@ class StoreFrontier(Frontier):
             ctx.hints[due_hint] = self._release_due(ctx, now)
         if now >= self._next_check:
             self._check_leases(ctx, now)
-
-    def _hint(self, ctx: WriteContext, kind: str, at: float) -> None:
-        """A due time was added in this transaction."""
-        slot = (self._prefix, kind)
-        if slot in ctx.hints and at < ctx.hints[slot]:
-            ctx.hints[slot] = at
 
     def _release_due(self, ctx: WriteContext, now: float) -> float:
         """Queue the scheduled seeds that are due; the next due time (a lower bound)."""
