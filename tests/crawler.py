@@ -57,5 +57,6 @@ def crawl(path: str, crawl_name: str, ack_fd: int, rng_seed: int) -> None:
                 admitted = [u for u in links_of(seed.url)
                             if frontier.push(Seed.get(u).with_depth(seed.depth + 1))]  # fmt: skip
             ack(" ".join(["D", seed.url, *admitted]))
+    ack(f"LAST {popped!r} {frontier.stats()!r}")  # why the loop ended, for a failure message
     store.close()
     ack("END")
