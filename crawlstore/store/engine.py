@@ -10,8 +10,8 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -159,10 +159,15 @@ class WriteContext:
     """One write transaction, with decoded records cached and written back once at commit."""
 
     def __init__(
-        self, engine: Engine, txn: lmdb.Transaction, records: dict[tuple[str, bytes], Any]
+        self,
+        engine: Engine,
+        txn: lmdb.Transaction,
+        records: dict[tuple[str, bytes], Any],
+        txn_id: int = -1,
     ) -> None:
         self.engine = engine
         self.txn = txn
+        self.txn_id = txn_id
         self.dbs = engine.dbs
         self._records = records
         self._dirty: set[tuple[str, bytes]] = set()
@@ -260,6 +265,56 @@ class WriteContext:
 
 
 _JOINED = contextlib.nullcontext()
+
+
+class _Transaction:
+    """``store.transaction()`` outside any other: one write transaction, committed on a clean
+    exit, rolled back on an exception (a class, not a generator: pushes open one each)."""
+
+    __slots__ = ("_ctx", "_engine")
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._ctx: WriteContext | None = None
+
+    def __enter__(self) -> WriteContext:
+        engine = self._engine
+        engine.lock.acquire()
+        try:
+            self._ctx = engine._start()
+        except BaseException as exc:
+            engine.lock.release()
+            if isinstance(exc, lmdb.Error):
+                raise engine._translate(exc) from None
+            raise
+        return self._ctx
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        engine, ctx = self._engine, self._ctx
+        assert ctx is not None
+        outgrew = kind is not None and issubclass(kind, lmdb.MapFullError)
+        try:
+            if kind is None:
+                engine._commit(ctx)  # rolls back by itself when the commit fails
+            else:
+                engine._abort(ctx)
+        except lmdb.MapFullError:
+            outgrew = True
+        except lmdb.Error as error:
+            raise engine._translate(error) from None
+        finally:
+            engine.lock.release()
+        if outgrew:
+            engine._grow()
+            raise StoreFull(
+                f"{engine.path}: the transaction outgrew the map, which is now larger: retry it"
+            ) from None
+        if isinstance(exc, lmdb.Error):
+            raise engine._translate(exc) from None
+        if kind is None:
+            ctx.committed()
 
 
 class _ThreadState(threading.local):
@@ -480,75 +535,71 @@ class Engine:
     def current(self) -> WriteContext | None:
         return self._local.ctx
 
-    @contextmanager
-    def write(self) -> Iterator[WriteContext]:
-        """A write context; nested use in one thread joins the outer one."""
-        outer = self.current
-        if outer is not None:
-            yield outer
-            return
+    def _start(self) -> WriteContext:
+        """Begin this thread's write transaction (the caller holds ``lock``)."""
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
-        with self.lock:
-            self._check_process()
-            last = self._grow_early()
-            txn = self._begin(write=True)
-            # Records decoded by this process's last commit are still current when no other
-            # process has committed since: the new transaction starts from them.
-            txn_id = txn.id()
-            cached = self._records if txn_id == self._records_txnid + 1 == last + 1 else {}
-            self._records, self._records_txnid = {}, -1
-            ctx = WriteContext(self, txn, cached)
-            self._local.ctx = ctx
-            try:
-                yield ctx
-                wrote = ctx.flush()
-                txn.commit()
-            except BaseException:
-                with suppress(lmdb.Error):
-                    txn.abort()
-                raise
-            finally:
-                self._local.ctx = None
-            # An empty commit takes no id (another process's next commit gets it): keep the
-            # records only after a commit that wrote some, and whose id is still the last.
-            if wrote and self.env.info()["last_txnid"] == txn_id:
-                self._records, self._records_txnid = ctx.records, txn_id
-        ctx.committed()
+        self._check_process()
+        last = self._grow_early()
+        txn = self._begin(write=True)
+        # Records decoded by this process's last commit are still current when no other
+        # process has committed since: then this transaction's id follows that commit's.
+        txn_id = txn.id()
+        cached = self._records if txn_id == self._records_txnid + 1 == last + 1 else {}
+        self._records, self._records_txnid = {}, -1
+        ctx = self._local.ctx = WriteContext(self, txn, cached, txn_id)
+        return ctx
+
+    def _commit(self, ctx: WriteContext) -> None:
+        try:
+            wrote = ctx.flush()
+            ctx.txn.commit()
+        except BaseException:
+            self._abort(ctx)
+            raise
+        self._local.ctx = None
+        # An empty commit takes no id (another process's next commit gets it): keep the
+        # records only after a commit that wrote some.
+        if wrote:
+            self._records, self._records_txnid = ctx.records, ctx.txn_id
+
+    def _abort(self, ctx: WriteContext) -> None:
+        self._local.ctx = None
+        with suppress(lmdb.Error):
+            ctx.txn.abort()
 
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """The public grouping of operations: all or nothing; nested use joins (at no cost)."""
-        if self.current is not None:
+        if self._local.ctx is not None:
             return _JOINED
         return self._outer_transaction()
 
-    @contextmanager
-    def _outer_transaction(self) -> Iterator[WriteContext]:
-        try:
-            with self.write() as ctx:
-                yield ctx
-        except lmdb.MapFullError:
-            self._grow()
-            raise StoreFull(
-                f"{self.path}: the transaction outgrew the map, which is now larger: retry it"
-            ) from None
-        except lmdb.Error as exc:
-            raise self._translate(exc) from None
+    def _outer_transaction(self) -> _Transaction:
+        return _Transaction(self)
 
     def run(self, operation: Callable[[WriteContext], _T]) -> _T:
         """Run one operation in a write transaction (or the caller's); a full map is grown and
         the operation retried, invisibly, up to ``max_map_size``."""
-        if self.current is not None:
+        ctx = self._local.ctx
+        if ctx is not None:
             try:
-                return operation(self.current)
+                return operation(ctx)
             except lmdb.MapFullError:
                 raise  # the outer transaction grows the map and says so
             except lmdb.Error as exc:
                 raise self._translate(exc) from None
-        while True:
+        while True:  # write(), without a generator: this is every operation's path
             try:
-                with self.write() as ctx:
-                    return operation(ctx)
+                with self.lock:
+                    ctx = self._start()
+                    try:
+                        result = operation(ctx)
+                    except BaseException:
+                        self._abort(ctx)
+                        raise
+                    self._commit(ctx)
+                ctx.committed()
+                return result
             except lmdb.MapFullError:
                 self._grow()
             except lmdb.Error as exc:
@@ -638,6 +689,7 @@ class ReadOnly(Engine):
 
     def __init__(self, engine: Engine) -> None:  # no super().__init__: it shares ``engine``
         self._inner = engine
+        self._local = _ThreadState()  # never in a write context: never joins the writer's
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -645,15 +697,6 @@ class ReadOnly(Engine):
     @property
     def readonly(self) -> bool:  # type: ignore[override]
         return True
-
-    @property
-    def current(self) -> WriteContext | None:
-        return None  # never join (and so write through) the writer's transaction
-
-    @contextmanager
-    def write(self) -> Iterator[WriteContext]:
-        raise ReadOnlyStore(f"{self._inner.path} is open read-only")
-        yield  # pragma: no cover
 
     def release(self) -> None:
         self._inner.release()

@@ -109,6 +109,8 @@ class StoreFrontier(Frontier):
         self.order: str = record["order"] or "priority"
         self._prefix = keys.u32(self._cid)
         self._kinds = (self._prefix + b"\x00", self._prefix + b"\x01")
+        self._ready_hint = (self._prefix, "ready")  # keys of the transaction's hints
+        self._due_hint = (self._prefix, "due")
         if queues is None or queues == "single":
             self._queue_key: QueueKey = lambda seed: ""
         elif queues == "host":
@@ -184,7 +186,7 @@ class StoreFrontier(Frontier):
             placed = q["ra"]
             if placed == at or (at <= now and placed <= now):
                 return  # still right: ready now, or at the same time
-        ctx.hints.pop((self._prefix, "ready"), None)  # the index changes
+        ctx.hints.pop(self._ready_hint, None)  # the index changes
         if old is not None:
             ctx.txn.delete(old, db=ctx.dbs["ready"])
         if at is None:
@@ -281,9 +283,8 @@ class StoreFrontier(Frontier):
         seq = ctx.next_seq(self._prefix)
         ctx.txn.put(skey, pack([at, seq, seed.to_record(), int(revisit)]), db=ctx.dbs["schedule"])
         ctx.txn.put(self._due_key(revisit, at, seq), fp, db=ctx.dbs["due"])
-        due_hint = (self._prefix, "due")
-        if due_hint in ctx.hints and at < ctx.hints[due_hint]:
-            ctx.hints[due_hint] = at  # a due time earlier than the transaction knew of
+        if at < ctx.hints.get(self._due_hint, -math.inf):
+            ctx.hints[self._due_hint] = at  # a due time earlier than the transaction knew of
 
     def next_revisit(self) -> float | None:
         def read(txn: lmdb.Transaction) -> float | None:
@@ -298,7 +299,7 @@ class StoreFrontier(Frontier):
     def _pop(self, ctx: WriteContext) -> Pop:
         now = self._clock()
         self._maintain(ctx, now)
-        ready = ctx.hints.get((self._prefix, "ready"))
+        ready = ctx.hints.get(self._ready_hint)
         if ready is not None:  # this transaction found the only ready queue, still so?
             qid, q, until = ready
             if now < until and q["rk"] is not None and q["ra"] <= now:
@@ -321,7 +322,7 @@ class StoreFrontier(Frontier):
                 rotate = other <= now
                 seed = self._take(ctx, qid, q, now, rotate)
                 if not rotate:
-                    ctx.hints[(self._prefix, "ready")] = (qid, q, other)
+                    ctx.hints[self._ready_hint] = (qid, q, other)
                 return Ready(seed)
             return Wait(min(at, self._next_due(ctx.txn) or at))
         else:
@@ -357,7 +358,7 @@ class StoreFrontier(Frontier):
         qprefix = self._prefix + keys.u32(qid)
         if not (cursor.set_range(qprefix) and cursor.key()[:8] == qprefix):
             raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
-        key, entry = bytes(cursor.key()), bytes(cursor.value())
+        key, entry = cursor.item()
         seed = _unpack_entry(key, entry)
         cursor.delete()
         q["n"] -= 1
@@ -365,14 +366,14 @@ class StoreFrontier(Frontier):
         q["last"] = now
         self._place(ctx, qid, q, now, rotate=rotate)
         expires = now + self.lease_time
-        lease_key = self._prefix + seed.fingerprint + keys.u64(ctx.next_seq(self._prefix))
-        pid, start = self._engine.owner
-        lease = _LEASE.pack(qid, expires, pid, start) + entry
+        counters = ctx.counters(self._prefix)
+        seq = counters["seq"] = counters["seq"] + 1  # ctx.next_seq, inlined: the hot path
+        lease_key = self._prefix + seed.fingerprint + keys.u64(seq)
+        lease = _LEASE.pack(qid, expires, *self._engine.owner) + entry
         ctx.txn.put(lease_key, lease, db=ctx.dbs["leases"])
         object.__setattr__(seed, "_lease", lease_key)
         if expires < self._next_check:
             self._next_check = expires
-        counters = ctx.counters(self._prefix)
         counters["popped"] += 1
         counters["queued"] -= 1
         counters["in_flight"] += 1
@@ -389,7 +390,7 @@ class StoreFrontier(Frontier):
             if not isinstance(popped, Ready):
                 break
             seeds.append(popped.seed)
-            ready = ctx.hints.get((self._prefix, "ready"))
+            ready = ctx.hints.get(self._ready_hint)
             if ready is not None and len(seeds) < limit:
                 qid, q, until = ready
                 seeds.extend(self._sweep(ctx, qid, q, until, limit - len(seeds)))
@@ -469,7 +470,8 @@ class StoreFrontier(Frontier):
                 q = touched.get(qid) or touched.setdefault(qid, self._queue(ctx, qid))
                 q["f"] -= 1
                 counters["in_flight"] -= 1
-                counters.update(names)
+                for name in names:
+                    counters[name] += 1
         finally:
             now = self._clock()
             for qid, q in touched.items():
@@ -480,7 +482,11 @@ class StoreFrontier(Frontier):
         seed = report.seed
         qid, _ = self._end_lease(ctx, seed)
         counters = ctx.counters(self._prefix)
-        if isinstance(report, Cancelled):
+        names = final_counters(report)
+        if names:  # Done, Failed, Skipped (and a Retry nobody took): the seed leaves
+            for name in names:
+                counters[name] += 1
+        elif isinstance(report, Cancelled):
             self._enqueue(ctx, seed, 0, qid)
             counters["cancelled"] += 1
             counters["queued"] += 1
@@ -488,8 +494,6 @@ class StoreFrontier(Frontier):
             self._schedule(ctx, seed, report.at)
             if report.retried:
                 counters["retried"] += 1
-        else:
-            counters.update(final_counters(report))
 
     def _find_lease(self, ctx: WriteContext, seed: Seed) -> tuple[bytes, bytes] | None:
         """The seed's lease: the very one it was handed out under when it carries it (a seed
@@ -553,9 +557,9 @@ class StoreFrontier(Frontier):
         The earliest due time is cached for the transaction, so a grouped transaction of pops
         looks at the schedule only when something may be due.
         """
-        due_hint = (self._prefix, "due")
-        if ctx.hints.get(due_hint, now) <= now:
-            ctx.hints[due_hint] = self._release_due(ctx, now)
+        hints = ctx.hints
+        if hints.get(self._due_hint, now) <= now:
+            hints[self._due_hint] = self._release_due(ctx, now)
         if now >= self._next_check:
             self._check_leases(ctx, now)
 
