@@ -30,12 +30,16 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import lmdb
 import mmh3
 import msgpack
 
 from crawlstore import Done, Fingerprint, Ready, Seed, Store
+from crawlstore.store.backup import copy_compacted
+from crawlstore.store.engine import DATABASES
 
 from .harness import Result, measure
 
@@ -127,6 +131,24 @@ def _live_bytes(path: str, name: bytes) -> int:
         return int((st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]) * st["psize"])
     finally:
         env.close()
+
+
+def _compacted_bytes(path: str, tables: dict[str, dict[str, Any]]) -> int:
+    """Bytes of a compacted copy of the file at ``path`` (closed), as ``Store.backup`` writes
+    it: what the file costs at rest, without the pages that older commits freed."""
+    env = lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=32)
+    copy = Path(path + ".compact")
+    try:
+        with env.begin() as txn:
+            handles = {
+                name: (env.open_db(name.encode(), txn=txn, create=False, **flags), flags)
+                for name, flags in tables.items()
+            }
+            copy_compacted(txn, handles, copy, env.info()["map_size"])
+        return copy.stat().st_size
+    finally:
+        env.close()
+        copy.unlink(missing_ok=True)
 
 
 # -- the frontiers -------------------------------------------------------------------------------
@@ -662,6 +684,10 @@ class SeenFile(ABC):
     def close(self) -> None: ...
 
 
+#: The floor's seen-set file: one table, laid out as ``store.seen()`` lays out its own.
+SEEN_TABLES = {"seen": DATABASES["seen"]}
+
+
 class FloorSeen(SeenFile):
     """The floor: the layout of ``store.seen()`` (sorted 16-byte duplicates under the crawl's
     key) in raw py-lmdb, with the store's flags."""
@@ -677,7 +703,7 @@ class FloorSeen(SeenFile):
             max_spare_txns=0,
             lib_version=0,
         )
-        self.db = self.env.open_db(b"seen", dupsort=True, dupfixed=True)
+        self.db = self.env.open_db(b"seen", **SEEN_TABLES["seen"])
         self.before = _lmdb_used(self.env)
 
     def insert(self, fps: Sequence[bytes]) -> None:
@@ -742,6 +768,18 @@ class _SeenRun:
             self.scratch.drop(self.path)
 
 
+def _empty_compacted(
+    scratch: Scratch, make: Callable[[str], SeenFile], tables: dict[str, dict[str, Any]]
+) -> int:
+    """The compacted size of the same kind of file holding no fingerprint."""
+    path = scratch.path("empty.lmdb")
+    try:
+        make(path).close()
+        return _compacted_bytes(path, tables)
+    finally:
+        scratch.drop(path)
+
+
 def _seen_rows(plan: Plan, scratch: Scratch) -> list[Result]:
     n, size = plan.n, label(plan.n)
     fps = [Fingerprint(mmh3.mmh3_x64_128_digest(b"in" + i.to_bytes(8, "big"))) for i in range(n)]
@@ -779,12 +817,15 @@ def _seen_rows(plan: Plan, scratch: Scratch) -> list[Result]:
             last.close()
             state.file = None
             live = _live_bytes(state.path, db)
+            tables = SEEN_TABLES if name.startswith("raw") else DATABASES
+            at_rest = _compacted_bytes(state.path, tables) - _empty_compacted(scratch, make, tables)
         finally:
             state.drop()
             scratch.drop(state.path)
         result.note = (
-            f"file +{state.grown / n:.2f} B/URL (target <= {target:g}); its pages "
-            f"{live / n:.2f} B/URL{extra}; best of {plan.cycle_repeat}"
+            f"file at rest +{at_rest / n:.2f} B/URL (target <= {target:g}); its table's pages "
+            f"{live / n:.2f} B/URL; high-water mark while writing +{state.grown / n:.2f} "
+            f"B/URL{extra}; best of {plan.cycle_repeat}"
         )
         results.append(result)
     return results

@@ -16,7 +16,8 @@ from ..clock import Clock, system_clock
 from ..errors import StoreError
 from ..frontier.snapshot import ORDERS
 from . import keys
-from .engine import FORMAT_VERSION, Durability, Engine, WriteContext, unpack
+from .backup import copy_compacted
+from .engine import DATABASES, FORMAT_VERSION, Durability, Engine, WriteContext, unpack
 from .frontier import QueueInfo, QueueKey, StoreFrontier
 from .seen import StoreBloomSeen, StoreSeen
 from .validators import StoreValidators
@@ -220,14 +221,21 @@ class Store:
         return self._engine.transaction()
 
     def backup(self, path: str | os.PathLike[str], *, compact: bool = True) -> None:
-        """Write a consistent copy of the store to ``path`` while crawls go on writing (LMDB's
-        copy of one read snapshot); ``compact`` leaves out free pages and renumbers the rest."""
+        """Write a consistent copy of the store (one read snapshot) to ``path`` while crawls go
+        on writing. ``compact``: only the records, in full pages (the file at rest); without
+        it, LMDB's page-for-page copy, free pages included."""
         target = Path(path)
         if target.exists():
             raise StoreError(f"{target} exists: a backup never overwrites a file")
         self._check_open()
+        engine = self._engine
         try:
-            self._engine.env.copy(str(target), compact=compact)
+            if not compact:
+                engine.env.copy(str(target))
+                return
+            tables = {name: (engine.dbs[name], flags) for name, flags in DATABASES.items()}
+            size = engine.env.info()["map_size"]  # room enough: the copy is never larger
+            engine.read(lambda txn: copy_compacted(txn, tables, target, size))
         except lmdb.Error as exc:
             raise StoreError(f"backup to {target} failed: {exc}") from None
 
