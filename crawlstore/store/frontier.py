@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import can_ada
 import lmdb
+import msgpack
 
 from ..clock import Clock
 from ..errors import CorruptRecord, NotInFlight
@@ -46,6 +47,8 @@ __all__ = ["QueueInfo", "StoreFrontier"]
 QueueKey = Callable[[Seed], str]
 #: A lease: queue id, expiry time, owner pid and start time, then the pending entry's bytes.
 _LEASE = struct.Struct(">Idqq")
+_pack_seq = struct.Struct(">Q").pack  # a lease key's sequence number (keys.u64)
+_set_lease = Seed.__dict__["_lease"].__set__  # a popped seed carries its lease's key
 #: How many queues placed by another view's defaults one pop re-places before it gives up.
 _REPLACEMENTS = 64
 _UNSET: Any = object()
@@ -371,7 +374,7 @@ class StoreFrontier(Frontier):
         lease_key = self._prefix + seed.fingerprint + keys.u64(seq)
         lease = _LEASE.pack(qid, expires, *self._engine.owner) + entry
         ctx.txn.put(lease_key, lease, db=ctx.dbs["leases"])
-        object.__setattr__(seed, "_lease", lease_key)
+        _set_lease(seed, lease_key)
         if expires < self._next_check:
             self._next_check = expires
         counters["popped"] += 1
@@ -414,26 +417,31 @@ class StoreFrontier(Frontier):
             raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
         expires = now + self.lease_time
         header = _LEASE.pack(qid, expires, *self._engine.owner)
-        put, leases = ctx.txn.put, ctx.dbs["leases"]
-        seeds = []
-        for _ in range(room):
-            key, entry = bytes(cursor.key()), bytes(cursor.value())
-            seed = _unpack_entry(key, entry)
-            cursor.delete()  # moves to the next entry
-            lease_key = self._prefix + seed.fingerprint + keys.u64(ctx.next_seq(self._prefix))
-            put(lease_key, header + entry, db=leases)
-            object.__setattr__(seed, "_lease", lease_key)
-            seeds.append(seed)
-        taken = len(seeds)
-        q["n"] -= taken
-        q["f"] += taken
-        q["last"] = now
-        self._place(ctx, qid, q, now)
-        self._next_check = min(self._next_check, expires)
-        counters = ctx.counters(self._prefix)
-        counters["popped"] += taken
-        counters["queued"] -= taken
-        counters["in_flight"] += taken
+        put, leases, item, delete = ctx.txn.put, ctx.dbs["leases"], cursor.item, cursor.delete
+        prefix, counters = self._prefix, ctx.counters(self._prefix)
+        seq = counters["seq"]
+        seeds: list[Seed] = []
+        try:
+            for _ in range(room):
+                key, entry = item()
+                seed = _unpack_entry(key, entry)
+                delete()  # moves to the next entry
+                seq += 1
+                lease_key = prefix + seed.fingerprint + _pack_seq(seq)
+                put(lease_key, header + entry, db=leases)
+                _set_lease(seed, lease_key)
+                seeds.append(seed)
+        finally:  # the books match what was taken, even when a record proved corrupt
+            taken = len(seeds)
+            counters["seq"] = seq
+            q["n"] -= taken
+            q["f"] += taken
+            q["last"] = now
+            self._place(ctx, qid, q, now)
+            self._next_check = min(self._next_check, expires)
+            counters["popped"] += taken
+            counters["queued"] -= taken
+            counters["in_flight"] += taken
         return seeds
 
     def report(self, report: Report) -> None:
@@ -453,7 +461,7 @@ class StoreFrontier(Frontier):
         queues they touched are put back in the ready index once, even if a report fails."""
         touched: dict[int, dict[str, Any]] = {}
         counters = ctx.counters(self._prefix)
-        delete, leases = ctx.txn.delete, ctx.dbs["leases"]
+        get, delete, leases, prefix = ctx.txn.get, ctx.txn.delete, ctx.dbs["leases"], self._prefix
         try:
             for report in reports:
                 if isinstance(report, Backoff):
@@ -462,7 +470,12 @@ class StoreFrontier(Frontier):
                 if not names:  # Cancelled, Reschedule: one at a time
                     self._report(ctx, report)
                     continue
-                found = self._find_lease(ctx, report.seed)
+                token = report.seed._lease
+                if token is not None and token[:4] == prefix:  # _find_lease's usual case
+                    raw = get(token, db=leases)
+                    found = (token, raw) if raw is not None else None
+                else:
+                    found = self._find_lease(ctx, report.seed)
                 if found is None:
                     raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {report!r}")
                 qid = _read_lease(*found)[0]
@@ -750,11 +763,12 @@ def _pack_entry(seed: Seed) -> bytes:
 
 
 def _unpack_entry(key: keys.Buf, raw: keys.Buf) -> Seed:
-    entry = unpack("pending", key, raw)
+    """A pending entry (``[fingerprint, seed record]``) as its seed; every pop decodes one."""
     try:
-        return _unpack_seed("pending", key, entry[1], entry[0])
-    except (TypeError, IndexError, KeyError, ValueError):
-        raise CorruptRecord(f"pending record {bytes(key).hex()} is malformed") from None
+        fp, record = msgpack.unpackb(raw)
+        return Seed._trusted(record, fp)
+    except Exception as exc:
+        raise CorruptRecord(f"pending record {bytes(key).hex()} is malformed: {exc!r}") from None
 
 
 def _unpack_seed(db: str, key: keys.Buf, record: Any, fp: keys.Buf) -> Seed:
