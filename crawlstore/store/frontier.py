@@ -133,6 +133,7 @@ class StoreFrontier(Frontier):
         self.lease_time = lease_time
         self.reap_interval = reap_interval
         self._qids: dict[str, int] = {}
+        self._qkeys: dict[int, bytes] = {}
         self._next_check = -math.inf  # when to look over the leases again (see _check_leases)
         self._next_repair = -math.inf  # when to look for queues left out of the ready index
         if not self._engine.readonly:
@@ -160,12 +161,19 @@ class StoreFrontier(Frontier):
             qid = crawl["queues"] = crawl.get("queues", 0) + 1
             ctx.touch("crawls", self._crawl_key)
             ctx.txn.put(name_key, keys.u32(qid), db=ctx.dbs["qnames"])
-            ctx.put_record("queues", self._prefix + keys.u32(qid), _new_queue(key))
+            ctx.put_record("queues", self._qkey(qid), _new_queue(key))
         ctx.after_commit(lambda: self._qids.__setitem__(key, qid))
         return qid
 
+    def _qkey(self, qid: int) -> bytes:
+        """The queue's key: its record's in the queue table, its seeds' prefix in pending."""
+        key = self._qkeys.get(qid)
+        if key is None:
+            key = self._qkeys[qid] = self._prefix + keys.u32(qid)
+        return key
+
     def _queue(self, ctx: WriteContext, qid: int) -> dict[str, Any]:
-        q = ctx.record("queues", self._prefix + keys.u32(qid))
+        q = ctx.record("queues", self._qkey(qid))
         if not isinstance(q, dict):
             raise CorruptRecord(f"queue {qid} of crawl {self.crawl!r} is missing or malformed")
         return q
@@ -182,7 +190,7 @@ class StoreFrontier(Frontier):
         self, ctx: WriteContext, qid: int, q: dict[str, Any], now: float, rotate: bool = False
     ) -> None:
         """Keep the queue's entry in the ready index in line with its state."""
-        ctx.touch("queues", self._prefix + keys.u32(qid))
+        ctx.touch("queues", self._qkey(qid))
         at = self._ready_at(q)
         old = q["rk"]
         if old is not None and at is not None and not rotate:
@@ -206,10 +214,8 @@ class StoreFrontier(Frontier):
         The caller updates the queue record."""
         if qid is None:
             qid = self._qid(ctx, self._queue_key(seed))
-        key = (
-            self._prefix
-            + keys.u32(qid)
-            + keys.order_key(self.order, seed.priority, cls, ctx.next_seq(self._prefix))
+        key = self._qkey(qid) + keys.order_key(
+            self.order, seed.priority, cls, ctx.next_seq(self._prefix)
         )
         ctx.txn.put(key, entry or _pack_entry(seed), db=ctx.dbs["pending"])
         return qid
@@ -301,7 +307,8 @@ class StoreFrontier(Frontier):
 
     def _pop(self, ctx: WriteContext) -> Pop:
         now = self._clock()
-        self._maintain(ctx, now)
+        if ctx.hints.get(self._due_hint, now) <= now or now >= self._next_check:
+            self._maintain(ctx, now)  # (its own test, inlined: pops in a transaction skip it)
         ready = ctx.hints.get(self._ready_hint)
         if ready is not None:  # this transaction found the only ready queue, still so?
             qid, q, until = ready
@@ -358,7 +365,7 @@ class StoreFrontier(Frontier):
         self, ctx: WriteContext, qid: int, q: dict[str, Any], now: float, rotate: bool
     ) -> Seed:
         cursor = ctx.cursor("pending")
-        qprefix = self._prefix + keys.u32(qid)
+        qprefix = self._qkey(qid)
         if not (cursor.set_range(qprefix) and cursor.key()[:8] == qprefix):
             raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
         key, entry = cursor.item()
@@ -412,7 +419,7 @@ class StoreFrontier(Frontier):
         if delay > 0 or room <= 0:
             return []
         cursor = ctx.cursor("pending")
-        qprefix = self._prefix + keys.u32(qid)
+        qprefix = self._qkey(qid)
         if not (cursor.set_range(qprefix) and cursor.key()[:8] == qprefix):
             raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
         expires = now + self.lease_time
