@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-import struct
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import can_ada
 import lmdb
-import msgpack
 
 from ..clock import Clock
 from ..errors import CorruptRecord, NotInFlight
@@ -34,9 +32,19 @@ from ..frontier.protocol import (
 )
 from ..frontier.snapshot import Snapshot
 from ..seed import Seed
-from ..url import Fingerprint
 from . import keys
 from .engine import WriteContext, pack, process_alive, unpack
+from .records import (
+    LEASE,
+    new_queue,
+    pack_entry,
+    pack_seq,
+    read_lease,
+    scan,
+    set_lease,
+    unpack_entry,
+    unpack_seed,
+)
 from .state import StoreStateMap
 
 if TYPE_CHECKING:
@@ -45,10 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["QueueInfo", "StoreFrontier"]
 
 QueueKey = Callable[[Seed], str]
-#: A lease: queue id, expiry time, owner pid and start time, then the pending entry's bytes.
-_LEASE = struct.Struct(">Idqq")
-_pack_seq = struct.Struct(">Q").pack  # a lease key's sequence number (keys.u64)
-_set_lease = Seed.__dict__["_lease"].__set__  # a popped seed carries its lease's key
 #: How many queues placed by another view's defaults one pop re-places before it gives up.
 _REPLACEMENTS = 64
 _UNSET: Any = object()
@@ -71,14 +75,6 @@ class QueueInfo:
     blocked_until: float
     delay: float | None
     max_in_flight: int | None
-
-
-def _new_queue(key: str) -> dict[str, Any]:
-    # n: queued, f: in flight, last: last pop, blk: blocked until, d / cap: overrides,
-    # rk: its key in the ready index (None when not ready-eligible)
-    # ra: the ready time it was placed at
-    return {"k": key, "n": 0, "f": 0, "last": float("-inf"), "blk": 0.0, "d": None, "cap": None,
-            "rk": None, "ra": None}  # fmt: skip
 
 
 class StoreFrontier(Frontier):
@@ -161,7 +157,7 @@ class StoreFrontier(Frontier):
             qid = crawl["queues"] = crawl.get("queues", 0) + 1
             ctx.touch("crawls", self._crawl_key)
             ctx.txn.put(name_key, keys.u32(qid), db=ctx.dbs["qnames"])
-            ctx.put_record("queues", self._qkey(qid), _new_queue(key))
+            ctx.put_record("queues", self._qkey(qid), new_queue(key))
         ctx.after_commit(lambda: self._qids.__setitem__(key, qid))
         return qid
 
@@ -217,7 +213,7 @@ class StoreFrontier(Frontier):
         key = self._qkey(qid) + keys.order_key(
             self.order, seed.priority, cls, ctx.next_seq(self._prefix)
         )
-        ctx.txn.put(key, entry or _pack_entry(seed), db=ctx.dbs["pending"])
+        ctx.txn.put(key, entry or pack_entry(seed), db=ctx.dbs["pending"])
         return qid
 
     def _enqueue(
@@ -352,7 +348,7 @@ class StoreFrontier(Frontier):
         ``reap_interval``. How many it put back."""
         self._next_repair = now + self.reap_interval
         placed = 0
-        for key, _ in _scan(ctx.txn, ctx.dbs["queues"], self._prefix):
+        for key, _ in scan(ctx.txn, ctx.dbs["queues"], self._prefix):
             if len(key) == 8:
                 qid = keys.read_u32(key, 4)
                 q = self._queue(ctx, qid)
@@ -369,7 +365,7 @@ class StoreFrontier(Frontier):
         if not (cursor.set_range(qprefix) and cursor.key()[:8] == qprefix):
             raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
         key, entry = cursor.item()
-        seed = _unpack_entry(key, entry)
+        seed = unpack_entry(key, entry)
         cursor.delete()
         q["n"] -= 1
         q["f"] += 1
@@ -379,9 +375,9 @@ class StoreFrontier(Frontier):
         counters = ctx.counters(self._prefix)
         seq = counters["seq"] = counters["seq"] + 1  # ctx.next_seq, inlined: the hot path
         lease_key = self._prefix + seed.fingerprint + keys.u64(seq)
-        lease = _LEASE.pack(qid, expires, *self._engine.owner) + entry
+        lease = LEASE.pack(qid, expires, *self._engine.owner) + entry
         ctx.txn.put(lease_key, lease, db=ctx.dbs["leases"])
-        _set_lease(seed, lease_key)
+        set_lease(seed, lease_key)
         if expires < self._next_check:
             self._next_check = expires
         counters["popped"] += 1
@@ -423,7 +419,7 @@ class StoreFrontier(Frontier):
         if not (cursor.set_range(qprefix) and cursor.key()[:8] == qprefix):
             raise CorruptRecord(f"queue {q['k']!r} counts {q['n']} seeds but holds none")
         expires = now + self.lease_time
-        header = _LEASE.pack(qid, expires, *self._engine.owner)
+        header = LEASE.pack(qid, expires, *self._engine.owner)
         put, leases, item, delete = ctx.txn.put, ctx.dbs["leases"], cursor.item, cursor.delete
         prefix, counters = self._prefix, ctx.counters(self._prefix)
         seq = counters["seq"]
@@ -431,12 +427,12 @@ class StoreFrontier(Frontier):
         try:
             for _ in range(room):
                 key, entry = item()
-                seed = _unpack_entry(key, entry)
+                seed = unpack_entry(key, entry)
                 delete()  # moves to the next entry
                 seq += 1
-                lease_key = prefix + seed.fingerprint + _pack_seq(seq)
+                lease_key = prefix + seed.fingerprint + pack_seq(seq)
                 put(lease_key, header + entry, db=leases)
-                _set_lease(seed, lease_key)
+                set_lease(seed, lease_key)
                 seeds.append(seed)
         finally:  # the books match what was taken, even when a record proved corrupt
             taken = len(seeds)
@@ -485,7 +481,7 @@ class StoreFrontier(Frontier):
                     found = self._find_lease(ctx, report.seed)
                 if found is None:
                     raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {report!r}")
-                qid = _read_lease(*found)[0]
+                qid = read_lease(*found)[0]
                 delete(found[0], db=leases)
                 q = touched.get(qid) or touched.setdefault(qid, self._queue(ctx, qid))
                 q["f"] -= 1
@@ -537,18 +533,18 @@ class StoreFrontier(Frontier):
 
     def _drop_lease(self, ctx: WriteContext, key: bytes, lease: bytes) -> tuple[int, bytes]:
         """Delete a lease; its queue id and its stored entry."""
-        qid = _read_lease(key, lease)[0]
+        qid = read_lease(key, lease)[0]
         ctx.txn.delete(key, db=ctx.dbs["leases"])
         q = self._queue(ctx, qid)
         q["f"] -= 1
         self._place(ctx, qid, q, self._clock())
         ctx.counters(self._prefix)["in_flight"] -= 1
-        return qid, lease[_LEASE.size :]
+        return qid, lease[LEASE.size :]
 
     def _requeue(self, ctx: WriteContext, key: bytes, lease: bytes) -> None:
         """A lease that ended without a report: its seed goes back to the front of its queue."""
         qid, entry = self._drop_lease(ctx, key, lease)
-        self._enqueue(ctx, _unpack_entry(key, entry), 0, qid, entry)
+        self._enqueue(ctx, unpack_entry(key, entry), 0, qid, entry)
         counters = ctx.counters(self._prefix)
         counters["queued"] += 1
         counters["requeued"] += 1
@@ -561,10 +557,10 @@ class StoreFrontier(Frontier):
             if found is None:
                 raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {seed!r}")
             key, lease = found
-            qid, _, pid, start = _read_lease(key, lease)
+            qid, _, pid, start = read_lease(key, lease)
             expires = self._clock() + (self.lease_time if seconds is None else seconds)
-            header = _LEASE.pack(qid, expires, pid, start)
-            ctx.txn.put(key, header + lease[_LEASE.size :], db=ctx.dbs["leases"])
+            header = LEASE.pack(qid, expires, pid, start)
+            ctx.txn.put(key, header + lease[LEASE.size :], db=ctx.dbs["leases"])
             self._next_check = min(self._next_check, expires)
 
         self._engine.run(op)
@@ -601,7 +597,7 @@ class StoreFrontier(Frontier):
                 if raw is None:
                     raise CorruptRecord(f"due entry without a schedule: {skey.hex()}")
                 _, _, record, revisit = unpack("schedule", skey, raw)
-                self._enqueue(ctx, _unpack_seed("schedule", skey, record, fp), 0)
+                self._enqueue(ctx, unpack_seed("schedule", skey, record, fp), 0)
                 counters = ctx.counters(self._prefix)
                 counters["scheduled"] -= 1
                 counters["revisits"] -= revisit
@@ -619,8 +615,8 @@ class StoreFrontier(Frontier):
         alive: dict[tuple[int, int], bool] = {}
         ended = []
         earliest = math.inf
-        for key, raw in _scan(ctx.txn, ctx.dbs["leases"], self._prefix):
-            _, expires, pid, start = _read_lease(key, raw)
+        for key, raw in scan(ctx.txn, ctx.dbs["leases"], self._prefix):
+            _, expires, pid, start = read_lease(key, raw)
             owner = (pid, start)
             if owner not in alive:
                 alive[owner] = owner == self._engine.owner or process_alive(*owner)
@@ -634,7 +630,7 @@ class StoreFrontier(Frontier):
         return len(ended)
 
     def _earliest_expiry(self, ctx: WriteContext) -> float | None:
-        times = [_read_lease(k, v)[1] for k, v in _scan(ctx.txn, ctx.dbs["leases"], self._prefix)]
+        times = [read_lease(k, v)[1] for k, v in scan(ctx.txn, ctx.dbs["leases"], self._prefix)]
         return min(times, default=None)
 
     def _next_due(self, txn: lmdb.Transaction, kinds: tuple[int, ...] = (0, 1)) -> float | None:
@@ -732,17 +728,17 @@ class StoreFrontier(Frontier):
         def read(txn: lmdb.Transaction) -> Snapshot:
             dbs = self._engine.dbs
             queued = sorted(
-                (key[8:], _unpack_entry(key, raw))
-                for key, raw in _scan(txn, dbs["pending"], self._prefix)
+                (key[8:], unpack_entry(key, raw))
+                for key, raw in scan(txn, dbs["pending"], self._prefix)
             )
             in_flight = [
-                _unpack_entry(key, raw[_LEASE.size :])
-                for key, raw in _scan(txn, dbs["leases"], self._prefix)
+                unpack_entry(key, raw[LEASE.size :])
+                for key, raw in scan(txn, dbs["leases"], self._prefix)
             ]
             scheduled = []
-            for key, raw in _scan(txn, dbs["schedule"], self._prefix):
+            for key, raw in scan(txn, dbs["schedule"], self._prefix):
                 at, seq, record, revisit = unpack("schedule", key, raw)
-                seed = _unpack_seed("schedule", key, record, key[4:20])
+                seed = unpack_seed("schedule", key, record, key[4:20])
                 scheduled.append((at, seq, seed, revisit))
             scheduled.sort(key=lambda e: (e[0], e[1]))
             return Snapshot(
@@ -754,41 +750,3 @@ class StoreFrontier(Frontier):
             )
 
         return self._engine.read(read)
-
-
-def _scan(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    cursor = txn.cursor(db=db)
-    if cursor.set_range(prefix):
-        for key, value in cursor:
-            if key[: len(prefix)] != prefix:
-                return
-            yield bytes(key), bytes(value)
-
-
-def _pack_entry(seed: Seed) -> bytes:
-    return pack([seed.fingerprint, seed.to_record()])
-
-
-def _unpack_entry(key: keys.Buf, raw: keys.Buf) -> Seed:
-    """A pending entry (``[fingerprint, seed record]``) as its seed; every pop decodes one."""
-    try:
-        fp, record = msgpack.unpackb(raw)
-        return Seed._trusted(record, fp)
-    except Exception as exc:
-        raise CorruptRecord(f"pending record {bytes(key).hex()} is malformed: {exc!r}") from None
-
-
-def _unpack_seed(db: str, key: keys.Buf, record: Any, fp: keys.Buf) -> Seed:
-    try:
-        return Seed._trusted(record, Fingerprint(bytes(fp)))
-    except (TypeError, ValueError, KeyError, IndexError):
-        raise CorruptRecord(f"{db} record {bytes(key).hex()} holds a malformed seed") from None
-
-
-def _read_lease(key: keys.Buf, lease: keys.Buf) -> tuple[int, float, int, int]:
-    """(queue id, expiry time, owner pid, owner start time) from a lease's header."""
-    try:
-        qid, expires, pid, start = _LEASE.unpack_from(lease)
-    except struct.error:
-        raise CorruptRecord(f"leases record {bytes(key).hex()} is malformed") from None
-    return qid, expires, pid, start
