@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,101 @@ def test_report_many_in_memory_is_all_or_nothing_under_facades() -> None:
     with pytest.raises(NotInFlight):
         f.report_many([Done(a.seed), Done(seed("unknown"))])
     assert f.stats().done == 0 and f.stats().in_flight == 1
+
+
+# -- a second review (session 2): backups, deferred transactions, the record cache ---------------
+
+WRITER = """
+import sys
+from crawlstore import Seed, Store
+with Store.open(sys.argv[1], map_size=2**20) as store:
+    f = store.frontier()
+    for i in range(0, int(sys.argv[2]), 1000):
+        f.push_many([Seed.get(f"https://grow.example/{j}") for j in range(i, i + 1000)])
+"""
+
+
+def _urls(store: Store) -> set[str]:
+    return {s.url for s in store.frontier().snapshot()}
+
+
+def test_a_backup_inside_a_transaction_copies_only_what_is_committed(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.lmdb") as store:
+        f = store.frontier()
+        f.push(Seed.get("https://a.example/committed"))
+        with pytest.raises(RuntimeError), store.transaction():
+            f.push(Seed.get("https://a.example/rolled-back"))
+            store.backup(tmp_path / "copy.lmdb")
+            raise RuntimeError("roll back")
+    with Store.open(tmp_path / "copy.lmdb") as copy:
+        assert _urls(copy) == {"https://a.example/committed"}
+
+
+def test_a_backup_never_reuses_a_partial_file_nor_replaces_one(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.lmdb") as store:
+        store.frontier().push(Seed.get("https://a.example/1"))
+        target = tmp_path / "copy.lmdb"
+        partial = tmp_path / "copy.lmdb.partial"
+        partial.write_bytes(b"")  # another backup to the same name is running, or died
+        with pytest.raises(StoreError, match="partial"):
+            store.backup(target)
+        assert not target.exists() and partial.exists()
+        partial.unlink()
+        store.backup(target)
+        assert not partial.exists()
+
+
+def test_a_compact_backup_of_a_compact_file_opened_read_only(tmp_path: Path) -> None:
+    # a compacted file has no free pages: a copy sized by the reader's map would not fit it
+    with Store.open(tmp_path / "s.lmdb") as store:
+        store.frontier().dedup_with(store.seen()).push_many(
+            [Seed.get(f"https://a.example/{i}") for i in range(20_000)]
+        )
+        store.backup(tmp_path / "c1.lmdb")
+    with Store.open(tmp_path / "c1.lmdb", readonly=True, map_size=2**20) as compact:
+        compact.backup(tmp_path / "c2.lmdb")
+    with Store.open(tmp_path / "c2.lmdb") as copy:
+        assert len(copy.frontier()) == 20_000 and len(copy.seen()) == 20_000
+
+
+def test_a_backup_after_another_process_grew_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.lmdb"
+    with Store.open(path, map_size=2**20) as store:
+        store.frontier().push(Seed.get("https://a.example/first"))
+    with Store.open(path, readonly=True, map_size=2**20) as reader:
+        reader.frontier()
+        done = subprocess.run([sys.executable, "-c", WRITER, str(path), "20000"], timeout=120)
+        assert done.returncode == 0
+        assert path.stat().st_size > 2**20  # past this process's map
+        reader.backup(tmp_path / "copy.lmdb")
+    with Store.open(tmp_path / "copy.lmdb") as copy:
+        assert len(copy.frontier()) == 20_001
+
+
+def test_a_transaction_made_before_and_entered_inside_another_joins_it(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.lmdb") as store:
+        f = store.frontier()
+        later = store.transaction()
+        with pytest.raises(RuntimeError), store.transaction():
+            f.push(Seed.get("https://a.example/1"))
+            with later:
+                f.push(Seed.get("https://a.example/2"))
+            raise RuntimeError("the outer one rolls both back")
+        assert len(f) == 0
+        with later:  # still usable on its own
+            f.push(Seed.get("https://a.example/3"))
+        assert len(f) == 1
+
+
+def test_deleting_a_missing_record_is_no_write(tmp_path: Path) -> None:
+    # An empty commit takes no transaction id: records kept after it would be taken for current
+    # after another process's commit, which gets that id.
+    with Store.open(tmp_path / "s.lmdb") as store:
+        store.frontier().push(Seed.get("https://a.example/1"))
+        engine = store._engine
+        with store.transaction():
+            ctx = engine.current
+            assert ctx is not None
+            ctx.record("state", b"missing")
+            ctx.touch("state", b"missing")  # None: flush deletes a key that is not there
+        assert engine._records_txnid == -1

@@ -60,7 +60,10 @@ _DELEGATED = [
 
 
 class Facade(Frontier):
-    """A frontier that wraps ``inner`` and delegates everything it does not change."""
+    """A frontier that wraps ``inner`` and delegates everything it does not change.
+
+    The push, pop and report methods it does not change are the inner frontier's own, bound
+    when the facade is made: patch an inner frontier before wrapping it, not after."""
 
     def __init__(self, inner: Frontier) -> None:
         if not isinstance(inner, Frontier):

@@ -221,23 +221,33 @@ class Store:
         return self._engine.transaction()
 
     def backup(self, path: str | os.PathLike[str], *, compact: bool = True) -> None:
-        """Write a consistent copy of the store (one read snapshot) to ``path`` while crawls go
-        on writing. ``compact``: only the records, in full pages (the file at rest); without
-        it, LMDB's page-for-page copy, free pages included."""
+        """Write a consistent copy of what is committed (one read snapshot) to ``path`` while
+        crawls go on writing. ``compact``: only the records, in full pages (the file at rest);
+        without it, LMDB's page-for-page copy, free pages included."""
         target = Path(path)
         if target.exists():
             raise StoreError(f"{target} exists: a backup never overwrites a file")
         self._check_open()
         engine = self._engine
-        try:
-            if not compact:
+        if not compact:
+            try:
                 engine.env.copy(str(target))
-                return
-            tables = {name: (engine.dbs[name], flags) for name, flags in DATABASES.items()}
-            size = engine.env.info()["map_size"]  # room enough: the copy is never larger
-            engine.read(lambda txn: copy_compacted(txn, tables, target, size))
-        except lmdb.Error as exc:
-            raise StoreError(f"backup to {target} failed: {exc}") from None
+            except lmdb.Error as exc:
+                raise StoreError(f"backup to {target} failed: {exc}") from None
+            return
+        tables = {
+            name: (engine.dbs[name], flags)
+            for name, flags in DATABASES.items()
+            if name in engine.dbs  # a table an older file lacks is created when opened
+        }
+
+        def copy(txn: lmdb.Transaction) -> None:
+            try:
+                copy_compacted(txn, tables, target, engine.used_bytes())
+            except lmdb.Error as exc:  # the copy's own errors, not the store's
+                raise StoreError(f"backup to {target} failed: {exc}") from None
+
+        engine.read_committed(copy)  # never the caller's uncommitted transaction
 
     # -- lifetime -------------------------------------------------------------------------------
 

@@ -15,31 +15,61 @@ from typing import Any
 
 import lmdb
 
+from ..errors import StoreError
+
+#: Room in the copy's map beyond the source's used bytes (LMDB never fills a map's last page).
+_SLACK = 1 << 20
+
 
 def copy_compacted(
     source: lmdb.Transaction,
     tables: dict[str, tuple[Any, dict[str, Any]]],
     target: Path,
-    map_size: int,
+    used: int,
 ) -> None:
     """Write every table of ``source`` (a read snapshot; ``tables``: name -> its handle and
-    flags) to a new LMDB file at ``target``; the file appears there only once complete."""
+    flags; ``used``: the source's bytes in use, a bound on the copy) to a new LMDB file at
+    ``target``. The file appears there only once complete, and never replaces a file."""
     partial = target.with_name(target.name + ".partial")
-    env = lmdb.open(
-        str(partial), subdir=False, map_size=map_size, max_dbs=len(tables) + 1, lock=False
-    )
+    try:  # claim the name: a second backup to the same target, or a stale one, is refused
+        os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        raise StoreError(
+            f"{partial} exists: another backup to {target} is running, or one was interrupted "
+            "(remove it)"
+        ) from None
     try:
-        with env.begin(write=True) as txn:
-            for name, (handle, flags) in tables.items():
-                db = env.open_db(name.encode(), txn=txn, **flags)
-                records = source.cursor(db=handle)
-                txn.cursor(db=db).putmulti(
-                    records.iternext(), dupdata=bool(flags.get("dupsort")), append=True
-                )
-        env.sync(True)
-    except BaseException:
-        env.close()
+        env = lmdb.open(
+            str(partial), subdir=False, map_size=2 * used + _SLACK, max_dbs=len(tables) + 1,
+            lock=False,
+        )  # fmt: skip
+        try:
+            with env.begin(write=True) as txn:
+                for name, (handle, flags) in tables.items():
+                    db = env.open_db(name.encode(), txn=txn, **flags)
+                    read, added = txn.cursor(db=db).putmulti(
+                        source.cursor(db=handle).iternext(),
+                        dupdata=bool(flags.get("dupsort")),
+                        append=True,
+                    )
+                    if read != added:
+                        raise StoreError(f"backup: table {name} lost {read - added} records")
+            env.sync(True)
+        finally:
+            env.close()
+        try:
+            os.link(partial, target)  # unlike a rename, never replaces a file that appeared
+        except FileExistsError:
+            raise StoreError(f"{target} exists: a backup never overwrites a file") from None
+        _sync_directory(target.parent)
+    finally:
         partial.unlink(missing_ok=True)
-        raise
-    env.close()
-    os.replace(partial, target)
+
+
+def _sync_directory(path: Path) -> None:
+    """Make a new name in ``path`` survive a power loss."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -168,6 +168,9 @@ class WriteContext:
         self.engine = engine
         self.txn = txn
         self.txn_id = txn_id
+        #: Whether a record was written: then the commit takes ``txn_id`` (an empty commit
+        #: takes no id, and the records may only be carried over after one that does).
+        self.wrote = False
         self.dbs = engine.dbs
         self._records = records
         self._dirty: set[tuple[str, bytes]] = set()
@@ -244,20 +247,22 @@ class WriteContext:
         self._after_commit.append(callback)
 
     def flush(self) -> bool:
-        """Write the changed records into the transaction; whether there were any."""
-        wrote = bool(self._dirty or self._dirty_blobs)
+        """Write the changed records into the transaction; whether this transaction has
+        written any record so far (a delete of a missing key writes nothing)."""
         for slot in self._dirty:
             db, key = slot
             value = self._records[slot]
             if value is None:
-                self.txn.delete(key, db=self.dbs[db])
+                self.wrote |= self.txn.delete(key, db=self.dbs[db])
             else:
                 self.txn.put(key, pack(value), db=self.dbs[db])
+                self.wrote = True
         self._dirty.clear()
         for db, key in self._dirty_blobs:
             self.txn.put(key, bytes(self._blobs[(db, key)]), db=self.dbs[db])
+            self.wrote = True
         self._dirty_blobs.clear()
-        return wrote
+        return self.wrote
 
     def committed(self) -> None:
         for callback in self._after_commit:
@@ -279,6 +284,9 @@ class _Transaction:
 
     def __enter__(self) -> WriteContext:
         engine = self._engine
+        outer = engine._local.ctx
+        if outer is not None:  # made before, entered inside another transaction: join it
+            return outer
         engine.lock.acquire()
         try:
             self._ctx = engine._start()
@@ -293,7 +301,8 @@ class _Transaction:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> None:
         engine, ctx = self._engine, self._ctx
-        assert ctx is not None
+        if ctx is None:
+            return  # joined an outer transaction, which commits or rolls back
         outgrew = kind is not None and issubclass(kind, lmdb.MapFullError)
         try:
             if kind is None:
@@ -619,6 +628,11 @@ class Engine:
         if ctx is not None:
             ctx.flush()  # the records this transaction changed, so the read sees them
             return operation(ctx.txn)
+        return self.read_committed(operation)
+
+    def read_committed(self, operation: Callable[[lmdb.Transaction], _T]) -> _T:
+        """Run a read-only operation on a snapshot of what is committed, even inside this
+        thread's write transaction (a backup copies nothing uncommitted)."""
         with self.lock:
             self._check_process()
             try:
