@@ -144,7 +144,7 @@ def _compacted_bytes(path: str, tables: dict[str, dict[str, Any]]) -> int:
                 name: (env.open_db(name.encode(), txn=txn, create=False, **flags), flags)
                 for name, flags in tables.items()
             }
-            copy_compacted(txn, handles, copy, env.info()["map_size"])
+            copy_compacted(txn, handles, copy, _lmdb_used(env))
         return copy.stat().st_size
     finally:
         env.close()
