@@ -471,9 +471,11 @@ class Subject:
     open: Callable[[str], Runner]
 
 
+SAFE_NOTE = "fdatasync per commit, meta page unsynced"
+GROUP_NOTE = "no fsync per commit; a flusher thread syncs every 1 s"
 FLOOR_SAFE = Subject(
     "raw py-lmdb floor, sync=True metasync=False",
-    "fdatasync per commit, meta page unsynced",
+    SAFE_NOTE,
     "safe",
     "floor",
     "floor.lmdb",
@@ -489,7 +491,7 @@ FLOOR_GROUP = Subject(
 )
 STORE_SAFE = Subject(
     'crawlstore fifo().dedup_with(seen()), "safe"',
-    "fdatasync per commit, meta page unsynced",
+    SAFE_NOTE,
     "safe",
     "store",
     "store.lmdb",
@@ -497,7 +499,7 @@ STORE_SAFE = Subject(
 )
 STORE_GROUP = Subject(
     'crawlstore fifo().dedup_with(seen()), "group"',
-    "no fsync per commit; a flusher thread syncs every 1 s",
+    GROUP_NOTE,
     "group",
     "store",
     "store.lmdb",
@@ -521,7 +523,7 @@ SQLITE_FULL = Subject(
 )
 STORE_SAFE_BATCH = Subject(
     'crawlstore, push_many / pop_many + report_many, "safe"',
-    "fdatasync per commit, meta page unsynced",
+    SAFE_NOTE,
     "safe",
     "store",
     "store.lmdb",
@@ -529,7 +531,7 @@ STORE_SAFE_BATCH = Subject(
 )
 STORE_GROUP_BATCH = Subject(
     'crawlstore, push_many / pop_many + report_many, "group"',
-    "no fsync per commit; a flusher thread syncs every 1 s",
+    GROUP_NOTE,
     "group",
     "store",
     "store.lmdb",

@@ -48,7 +48,8 @@ __all__ = [
 ]
 
 
-#: Methods a facade hands to its inner frontier when it overrides none of ``needs``.
+#: Methods a facade hands to its inner frontier when it overrides none of ``needs``; the
+#: batch calls of a facade that changes single calls are ``Frontier``'s, one call each.
 _DELEGATED = [
     ("push", ("push",)),
     ("push_many", ("push", "push_many")),
@@ -83,27 +84,11 @@ class Facade(Frontier):
     def push(self, seed: Seed) -> Admission:
         return self.inner.push(seed)
 
-    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
-        if type(self).push is Facade.push:  # this facade does not change pushes
-            return self.inner.push_many(seeds)
-        return super().push_many(seeds)
-
     def pop(self) -> Pop:
         return self.inner.pop()
 
-    def pop_many(self, limit: int) -> list[Seed]:
-        if type(self).pop is Facade.pop:  # this facade does not change pops: the fast path
-            return self.inner.pop_many(limit)
-        return super().pop_many(limit)
-
     def report(self, report: Report) -> None:
         self.inner.report(report)
-
-    def report_many(self, reports: Iterable[Report]) -> None:
-        if type(self).report is Facade.report:
-            self.inner.report_many(reports)
-        else:
-            super().report_many(reports)
 
     def check_in_flight(self, seeds: Iterable[Seed]) -> None:
         self.inner.check_in_flight(seeds)

@@ -31,17 +31,15 @@ from ..frontier.protocol import (
     final_counters,
 )
 from ..frontier.snapshot import Snapshot
-from ..seed import Seed
+from ..seed import Seed, _set_lease
 from . import keys
 from .engine import WriteContext, pack, process_alive, unpack
 from .records import (
     LEASE,
     new_queue,
     pack_entry,
-    pack_seq,
     read_lease,
     scan,
-    set_lease,
     unpack_entry,
     unpack_seed,
 )
@@ -303,8 +301,7 @@ class StoreFrontier(Frontier):
 
     def _pop(self, ctx: WriteContext) -> Pop:
         now = self._clock()
-        if ctx.hints.get(self._due_hint, now) <= now or now >= self._next_check:
-            self._maintain(ctx, now)  # (its own test, inlined: pops in a transaction skip it)
+        self._maintain(ctx, now)
         ready = ctx.hints.get(self._ready_hint)
         if ready is not None:  # this transaction found the only ready queue, still so?
             qid, q, until = ready
@@ -372,14 +369,13 @@ class StoreFrontier(Frontier):
         q["last"] = now
         self._place(ctx, qid, q, now, rotate=rotate)
         expires = now + self.lease_time
-        counters = ctx.counters(self._prefix)
-        seq = counters["seq"] = counters["seq"] + 1  # ctx.next_seq, inlined: the hot path
-        lease_key = self._prefix + seed.fingerprint + keys.u64(seq)
+        lease_key = self._prefix + seed.fingerprint + keys.u64(ctx.next_seq(self._prefix))
         lease = LEASE.pack(qid, expires, *self._engine.owner) + entry
         ctx.txn.put(lease_key, lease, db=ctx.dbs["leases"])
-        set_lease(seed, lease_key)
+        _set_lease(seed, lease_key)  # a popped seed carries its lease's key
         if expires < self._next_check:
             self._next_check = expires
+        counters = ctx.counters(self._prefix)
         counters["popped"] += 1
         counters["queued"] -= 1
         counters["in_flight"] += 1
@@ -430,9 +426,9 @@ class StoreFrontier(Frontier):
                 seed = unpack_entry(key, entry)
                 delete()  # moves to the next entry
                 seq += 1
-                lease_key = prefix + seed.fingerprint + pack_seq(seq)
+                lease_key = prefix + seed.fingerprint + keys.u64(seq)
                 put(lease_key, header + entry, db=leases)
-                set_lease(seed, lease_key)
+                _set_lease(seed, lease_key)
                 seeds.append(seed)
         finally:  # the books match what was taken, even when a record proved corrupt
             taken = len(seeds)
@@ -464,7 +460,7 @@ class StoreFrontier(Frontier):
         queues they touched are put back in the ready index once, even if a report fails."""
         touched: dict[int, dict[str, Any]] = {}
         counters = ctx.counters(self._prefix)
-        get, delete, leases, prefix = ctx.txn.get, ctx.txn.delete, ctx.dbs["leases"], self._prefix
+        delete, leases = ctx.txn.delete, ctx.dbs["leases"]
         try:
             for report in reports:
                 if isinstance(report, Backoff):
@@ -473,12 +469,7 @@ class StoreFrontier(Frontier):
                 if not names:  # Cancelled, Reschedule: one at a time
                     self._report(ctx, report)
                     continue
-                token = report.seed._lease
-                if token is not None and token[:4] == prefix:  # _find_lease's usual case
-                    raw = get(token, db=leases)
-                    found = (token, raw) if raw is not None else None
-                else:
-                    found = self._find_lease(ctx, report.seed)
+                found = self._find_lease(ctx, report.seed)
                 if found is None:
                     raise NotInFlight(f"seed is not in flight in crawl {self.crawl!r}: {report!r}")
                 qid = read_lease(*found)[0]

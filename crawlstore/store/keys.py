@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -16,12 +17,8 @@ Buf = bytes | memoryview
 PRIORITY_TOP = 2**31 - 1
 
 
-def u32(n: int) -> bytes:
-    return _U32.pack(n)
-
-
-def u64(n: int) -> bytes:
-    return _U64.pack(n)
+u32: Callable[[int], bytes] = _U32.pack
+u64: Callable[[int], bytes] = _U64.pack
 
 
 def read_u32(b: Buf, offset: int = 0) -> int:

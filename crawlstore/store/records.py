@@ -18,8 +18,6 @@ from .engine import pack
 
 #: A lease: queue id, expiry time, owner pid and start time, then the pending entry's bytes.
 LEASE = struct.Struct(">Idqq")
-pack_seq = struct.Struct(">Q").pack  # a lease key's sequence number (keys.u64)
-set_lease = Seed.__dict__["_lease"].__set__  # a popped seed carries its lease's key
 
 
 def new_queue(key: str) -> dict[str, Any]:
