@@ -28,6 +28,7 @@ from ..errors import (
     StoreFull,
 )
 from ..url import FINGERPRINT_VERSION
+from .filecheck import check_file
 from .keys import Buf
 
 __all__ = ["FORMAT_VERSION", "Durability", "Engine", "WriteContext"]
@@ -64,10 +65,6 @@ _HEADROOM = 64 * 2**20
 #: Free space under which a failed write is taken for a full disk.
 _DISK_FULL_BYTES = 16 * 2**20
 
-_MAGIC = (0xBEEFC0DE).to_bytes(4, "little")
-#: LMDB 0.9 on 64 bits: a page header (16 bytes), then the meta record, whose last page number
-#: is at 136 and transaction id at 144; the page size is kept at 40.
-_META_END = 152
 _T = TypeVar("_T")
 
 
@@ -123,36 +120,6 @@ def unpack(db: str, key: Buf, raw: Buf | None) -> Any:
         return msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except Exception as exc:
         raise CorruptRecord(f"{db} record {bytes(key).hex()} does not decode: {exc!r}") from None
-
-
-def _check_file(path: Path) -> bool:
-    """True when ``path`` exists and looks like a whole LMDB file; ``NotAStore`` when it is not
-    LMDB, ``CorruptStore`` when it is torn (shorter than its meta page says: LMDB would map the
-    missing pages and the process would die of SIGBUS on the first read)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_META_END)
-            size = os.fstat(f.fileno()).st_size
-            if len(head) < _META_END or head[16:20] != _MAGIC:
-                raise NotAStore(f"{path} is not a crawlstore store (no LMDB header)")
-            page_size = int.from_bytes(head[40:44], "little")
-            if not 512 <= page_size <= 65536:
-                raise CorruptStore(f"{path}: its meta page gives a page size of {page_size}")
-            f.seek(page_size)
-            second = f.read(_META_END)
-    except FileNotFoundError:
-        return False
-    except IsADirectoryError:
-        raise NotAStore(f"{path} is a directory, not a store file") from None
-    metas = [m for m in (head, second) if len(m) == _META_END and m[16:20] == _MAGIC]
-    newest = max(metas, key=lambda m: int.from_bytes(m[144:152], "little"))
-    last_page = int.from_bytes(newest[136:144], "little")
-    if size < (last_page + 1) * page_size:
-        raise CorruptStore(
-            f"{path} is torn: it holds {size} bytes, its last committed page ends at "
-            f"{(last_page + 1) * page_size}"
-        )
-    return True
 
 
 class WriteContext:
@@ -360,7 +327,7 @@ class Engine:
         self._records_txnid = -1
         self._local = _ThreadState()
         self.refs = 0
-        exists = _check_file(path)
+        exists = check_file(path)
         if readonly and not exists:
             raise StoreError(f"{path} does not exist (readonly=True opens existing stores only)")
         try:
