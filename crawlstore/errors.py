@@ -19,6 +19,12 @@ class NotInFlight(CrawlstoreError, LookupError):
     """A report for a seed that the frontier did not hand out (or whose lease already ended)."""
 
 
+class TransactionBusy(CrawlstoreError, RuntimeError):
+    """A write from one asyncio task while another task of the same thread holds a transaction
+    of the same store or frontier (it awaited inside it): waiting would block the event loop,
+    joining would let the other task's rollback take this write back."""
+
+
 class StoreError(CrawlstoreError):
     """A problem with a store file or its use."""
 

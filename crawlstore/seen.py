@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 import msgpack
 from bitarray import bitarray
 
+from . import journal
 from .errors import InvalidSnapshot
 from .url import Fingerprint
 
@@ -49,7 +50,8 @@ def _unpack(kind: str, data: bytes) -> dict[str, object]:
 
 
 class InMemSeen:
-    """An exact seen set in memory (about 80 bytes a fingerprint in CPython)."""
+    """An exact seen set in memory (about 80 bytes a fingerprint in CPython). An insert inside
+    a transaction is undone when the transaction rolls back."""
 
     def __init__(self, fingerprints: Iterable[bytes] = ()) -> None:
         self._set = {Fingerprint(fp) for fp in fingerprints}
@@ -60,7 +62,10 @@ class InMemSeen:
             if fp in self._set:
                 return False
             self._set.add(fp)
-            return True
+        undos = journal.active()
+        if undos is not None:
+            undos.append(lambda: self._set.discard(fp))
+        return True
 
     def __contains__(self, fp: object) -> bool:
         return fp in self._set
@@ -102,7 +107,8 @@ def bloom_positions(fp: bytes, bits: int, hashes: int) -> list[int]:
 class BloomSeen:
     """A Bloom filter of fingerprints: about 1.2 bytes a URL at 1%, never a false negative.
 
-    Past ``expected`` insertions the false-positive rate climbs; it logs a warning once.
+    Past ``expected`` insertions the false-positive rate climbs; it logs a warning once. An
+    insert inside a transaction is undone when the transaction rolls back.
     """
 
     def __init__(self, expected: int, fp_rate: float = 0.01) -> None:
@@ -119,12 +125,14 @@ class BloomSeen:
         positions = bloom_positions(fp, self.bits, self.hashes)
         with self._lock:
             array = self._array
-            new = False
-            for p in positions:
-                if not array[p]:
-                    array[p] = 1
-                    new = True
+            set_here = [p for p in positions if not array[p]]
+            for p in set_here:
+                array[p] = 1
+            new = bool(set_here)
             if new:
+                undos = journal.active()
+                if undos is not None:
+                    undos.append(lambda: self._unset(set_here))
                 self._inserted += 1
                 if self._inserted > self.expected and not self._warned:
                     self._warned = True
@@ -136,6 +144,12 @@ class BloomSeen:
                         self.fp_rate,
                     )
             return new
+
+    def _unset(self, positions: list[int]) -> None:
+        with self._lock:
+            for p in positions:
+                self._array[p] = 0
+            self._inserted -= 1
 
     def __contains__(self, fp: object) -> bool:
         if not isinstance(fp, bytes) or len(fp) != _FP:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from . import journal
 from .url import Fingerprint
 
 __all__ = ["Headers", "InMemValidators", "Validator", "Validators"]
@@ -63,7 +64,8 @@ class Validators(Protocol):
 
 
 class InMemValidators:
-    """Validators in a dict, for one run."""
+    """Validators in a dict, for one run; changes inside a transaction are undone when it
+    rolls back."""
 
     def __init__(self) -> None:
         self._map: dict[Fingerprint, Validator] = {}
@@ -74,15 +76,21 @@ class InMemValidators:
 
     def put(self, fp: Fingerprint, validator: Validator) -> None:
         """Store ``validator``; an empty one deletes what was stored."""
-        with self._lock:
-            if validator:
-                self._map[fp] = validator
-            else:
-                self._map.pop(fp, None)
+        if not isinstance(validator, Validator):
+            raise TypeError(f"expected a Validator, not {type(validator).__name__}")
+        self._set(fp, validator or None)
 
     def delete(self, fp: Fingerprint) -> None:
+        self._set(fp, None)
+
+    def _set(self, fp: Fingerprint, validator: Validator | None) -> None:
         with self._lock:
-            self._map.pop(fp, None)
+            old = self._map.pop(fp, None)
+            if validator is not None:
+                self._map[fp] = validator
+        undos = journal.active()
+        if undos is not None and old is not validator:
+            undos.append(lambda: self._set(fp, old))
 
     def __len__(self) -> int:
         return len(self._map)

@@ -6,8 +6,10 @@ import contextlib
 import heapq
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from typing import Any
 
+from .. import journal
 from ..clock import Clock, system_clock
 from ..errors import NotInFlight
 from ..seed import Seed
@@ -26,6 +28,8 @@ from .protocol import (
     Reschedule,
     Stats,
     Wait,
+    check_report,
+    check_seed,
     final_counters,
 )
 from .snapshot import ORDERS, Snapshot
@@ -43,7 +47,8 @@ class InMemFrontier(Frontier):
     ``priority()`` highest priority first and ties in push order.
 
     Scheduled seeds (retries, paused tags, revisits) come back when due, ahead of queued seeds of
-    the same priority. Thread-safe: one lock, re-entrant, which ``transaction()`` holds.
+    the same priority. Thread-safe: one lock, which ``transaction()`` holds. A transaction is
+    all or nothing: an exception inside undoes every change it made (``crawlstore.journal``).
     """
 
     def __init__(self, order: str = "fifo", *, clock: Clock = system_clock) -> None:
@@ -52,6 +57,7 @@ class InMemFrontier(Frontier):
         self._order = order
         self._clock = clock
         self._lock = threading.RLock()
+        self._owner: journal.Owner | None = None  # the flow inside ``transaction()``
         self._seq = 0
         self._queue: list[_Entry] = []
         self._in_flight: dict[Fingerprint, list[Seed]] = {}
@@ -64,7 +70,7 @@ class InMemFrontier(Frontier):
         self._revisits = 0
         self._counters: Counter[str] = Counter()
         self._refused: Counter[str] = Counter()
-        self._states: dict[str, StateMap] = {}
+        self._states: dict[str, _MemState] = {}
 
     @classmethod
     def fifo(cls, *, clock: Clock = system_clock) -> InMemFrontier:
@@ -104,33 +110,90 @@ class InMemFrontier(Frontier):
     def clock(self) -> Clock:
         return self._clock
 
+    # -- changes, each undone when the transaction it belongs to rolls back ---------------------
+
+    def _write(self) -> threading.RLock:
+        """The lock, for a change: refused (``TransactionBusy``) while another asyncio task of
+        this thread is inside a transaction here."""
+        journal.check_owner(self._owner, self)
+        return self._lock
+
+    @staticmethod
+    def _undo(undo: Callable[[], object]) -> None:
+        undos = journal.active()
+        if undos is not None:
+            undos.append(undo)
+
+    def _count(self, counter: Counter[str], name: str) -> None:
+        counter[name] += 1
+        self._undo(lambda: _uncount(counter, name))
+
     def _enqueue(self, seed: Seed, cls: int) -> None:
         self._seq += 1
         rank = -seed.priority if self._order == "priority" else 0
         seq = -self._seq if self._order == "lifo" and cls == 1 else self._seq
-        heapq.heappush(self._queue, (rank, cls, seq, seed))
+        entry = (rank, cls, seq, seed)
+        heapq.heappush(self._queue, entry)
+        self._undo(lambda: _remove(self._queue, entry))
+
+    def _lease(self, seed: Seed) -> None:
+        leased = self._in_flight.setdefault(seed.fingerprint, [])
+        leased.append(seed)
+        self._in_flight_count += 1
+        index = len(leased) - 1
+        self._undo(lambda: self._unlease(seed.fingerprint, index))
+
+    def _unlease(self, fp: Fingerprint, index: int) -> Seed:
+        leased = self._in_flight[fp]
+        seed = leased.pop(index)
+        if not leased:
+            del self._in_flight[fp]
+        self._in_flight_count -= 1
+        return seed
+
+    def _end_lease(self, seed: Seed) -> None:
+        fp = seed.fingerprint
+        if not self._in_flight.get(fp):
+            raise NotInFlight(f"seed is not in flight: {seed!r}")
+        ended = self._unlease(fp, 0)
+        self._undo(lambda: self._relise(ended))
+
+    def _relise(self, seed: Seed) -> None:
+        self._in_flight.setdefault(seed.fingerprint, []).insert(0, seed)
+        self._in_flight_count += 1
+
+    def _set_schedule(self, fp: Fingerprint, entry: tuple[float, int, Seed, bool] | None) -> None:
+        """Replace (or with None remove) the schedule of ``fp``; its heap entries go in here."""
+        old = self._scheduled.pop(fp, None)
+        self._revisits -= old[3] if old is not None else False
+        if entry is not None:
+            self._scheduled[fp] = entry
+            self._revisits += entry[3]
+            at, seq, _, revisit = entry
+            heapq.heappush(self._due, (at, seq, fp))  # a stale entry is skipped when reached
+            if revisit:
+                heapq.heappush(self._revisit_due, (at, seq, fp))
+        self._undo(lambda: self._set_schedule(fp, old))
+
+    # -- the protocol ---------------------------------------------------------------------------
 
     def push(self, seed: Seed) -> Admission:
-        with self._lock:
+        check_seed(seed)
+        with self._write():
             self._enqueue(seed, 1)
-            self._counters["admitted"] += 1
+            self._count(self._counters, "admitted")
             return ACCEPTED
 
     def refuse(self, seed: Seed, reason: Reason) -> Admission:
-        with self._lock:
-            self._refused[reason.value] += 1
+        with self._write():
+            self._count(self._refused, reason.value)
         return Admission(reason)
 
     def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
-        with self._lock:
+        check_seed(seed)
+        with self._write():
             self._seq += 1
-            fp = seed.fingerprint
-            old = self._scheduled.get(fp)
-            self._revisits += revisit - (old[3] if old is not None else False)
-            self._scheduled[fp] = (at, self._seq, seed, revisit)
-            heapq.heappush(self._due, (at, self._seq, fp))
-            if revisit:
-                heapq.heappush(self._revisit_due, (at, self._seq, fp))
+            self._set_schedule(seed.fingerprint, (at, self._seq, seed, revisit))
 
     def _first(
         self, heap: list[tuple[float, int, Fingerprint]]
@@ -150,54 +213,46 @@ class InMemFrontier(Frontier):
             return first[0] if first is not None else None
 
     def pop(self) -> Pop:
-        with self._lock:
+        with self._write():
             now = self._clock()
             while (due := self._first(self._due)) is not None and due[0] <= now:
-                heapq.heappop(self._due)
-                _, _, seed, revisit = self._scheduled.pop(due[2])
-                self._revisits -= revisit
+                seed = self._scheduled[due[2]][2]
+                self._set_schedule(due[2], None)
                 self._enqueue(seed, 0)
             if self._queue:
-                seed = heapq.heappop(self._queue)[3]
-                self._in_flight.setdefault(seed.fingerprint, []).append(seed)
-                self._in_flight_count += 1
-                self._counters["popped"] += 1
-                return Ready(seed)
+                entry = heapq.heappop(self._queue)
+                self._undo(lambda: heapq.heappush(self._queue, entry))
+                self._lease(entry[3])
+                self._count(self._counters, "popped")
+                return Ready(entry[3])
             if due is not None and len(self._scheduled) > self._revisits:
                 return Wait(due[0])  # retries or parked seeds: work to wait for
             return Empty  # nothing, or only revisits: revisit() waits for those
 
     def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
         """In memory, leases never expire: only checks that ``seed`` is in flight."""
+        check_seed(seed)
         with self._lock:
             if not self._in_flight.get(seed.fingerprint):
                 raise NotInFlight(f"seed is not in flight: {seed!r}")
 
-    def _end_lease(self, seed: Seed) -> None:
-        fp = seed.fingerprint
-        leased = self._in_flight.get(fp)
-        if not leased:
-            raise NotInFlight(f"seed is not in flight: {seed!r}")
-        leased.pop(0)
-        if not leased:
-            del self._in_flight[fp]
-        self._in_flight_count -= 1
-
     def report(self, report: Report) -> None:
-        with self._lock:
+        check_report(report)
+        with self._write():
             if isinstance(report, Backoff):
                 return  # pauses need tag_backoff()
             self._end_lease(report.seed)
             if isinstance(report, Cancelled):
                 self._enqueue(report.seed, 0)
-                self._counters["cancelled"] += 1
+                self._count(self._counters, "cancelled")
             elif isinstance(report, Reschedule):
                 self.schedule(report.seed, report.at)
                 if report.retried:
-                    self._counters["retried"] += 1
+                    self._count(self._counters, "retried")
             else:
                 # Without retry() a Retry is refused: the seed fails.
-                self._counters.update(final_counters(report))
+                for name in final_counters(report):
+                    self._count(self._counters, name)
 
     def check_in_flight(self, seeds: Iterable[Seed]) -> None:
         seeds = list(seeds)
@@ -209,12 +264,30 @@ class InMemFrontier(Frontier):
 
     def state(self, namespace: str) -> StateMap:
         with self._lock:
-            return self._states.setdefault(namespace, {})
+            state = self._states.get(namespace)
+            if state is None:
+                state = self._states[namespace] = _MemState(self)
+            return state
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
+        """All or nothing: an exception inside undoes every change made here (and to the other
+        in-memory structures it touched); nested use joins. Other threads wait for it."""
+        if journal.check_owner(self._owner, self):
+            yield  # nested: the outer transaction commits or rolls back
+            return
         with self._lock:
-            yield
+            self._owner = journal.owner()
+            opened = journal.begin()
+            try:
+                yield
+            except BaseException:
+                journal.end(opened, commit=False)
+                raise
+            else:
+                journal.end(opened, commit=True)
+            finally:
+                self._owner = None
 
     def stats(self) -> Stats:
         with self._lock:
@@ -251,3 +324,50 @@ class InMemFrontier(Frontier):
     def __len__(self) -> int:
         with self._lock:
             return len(self._queue) + self._in_flight_count + len(self._scheduled)
+
+
+def _uncount(counter: Counter[str], name: str) -> None:
+    counter[name] -= 1
+    if not counter[name]:
+        del counter[name]
+
+
+def _remove(heap: list[_Entry], entry: _Entry) -> None:
+    heap.remove(entry)
+    heapq.heapify(heap)
+
+
+class _MemState(MutableMapping[str, Any]):
+    """A facade's state in memory: a dict whose changes join the frontier's transactions."""
+
+    def __init__(self, frontier: InMemFrontier) -> None:
+        self._frontier = frontier
+        self._map: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._map[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        with self._frontier._write():
+            self._restore_later(key)
+            self._map[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        with self._frontier._write():
+            if key not in self._map:
+                raise KeyError(key)
+            self._restore_later(key)
+            del self._map[key]
+
+    def _restore_later(self, key: str) -> None:
+        missing = key not in self._map
+        old = self._map.get(key)
+        self._frontier._undo(
+            lambda: self._map.pop(key, None) if missing else self._map.__setitem__(key, old)
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._map))
+
+    def __len__(self) -> int:
+        return len(self._map)

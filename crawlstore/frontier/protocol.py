@@ -163,6 +163,28 @@ def final_counters(report: Report) -> tuple[str, ...]:
     return (name,)
 
 
+_REPORTS = (Done, Failed, Skipped, Cancelled, Retry, Backoff, Reschedule)
+
+
+def check_seed(seed: object) -> None:
+    """``TypeError`` unless ``seed`` is a ``Seed``: what every storage checks at the call."""
+    if not isinstance(seed, Seed):
+        raise TypeError(
+            f"expected a Seed (e.g. Seed.get(url)), not {type(seed).__name__}: {seed!r:.200}"
+        )
+
+
+def check_report(report: object) -> None:
+    """``TypeError`` unless ``report`` is a report carrying a ``Seed``."""
+    if not isinstance(report, _REPORTS):
+        raise TypeError(
+            "expected a report (Done, Failed, Skipped, Cancelled, Retry or Backoff), not "
+            f"{type(report).__name__}: {report!r:.200}"
+        )
+    if not isinstance(report, Backoff):
+        check_seed(report.seed)
+
+
 @dataclass(frozen=True, slots=True)
 class Stats:
     """Counters since the frontier was created (on a store: since the crawl began) and gauges."""

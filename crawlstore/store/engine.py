@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import lmdb
 import msgpack
 
+from .. import journal
 from ..errors import (
     CorruptRecord,
     CorruptStore,
@@ -134,6 +135,8 @@ class WriteContext:
     ) -> None:
         self.engine = engine
         self.txn = txn
+        #: The flow (asyncio task or thread) that began it: the only one that joins it.
+        self.owner = journal.owner()
         self.txn_id = txn_id
         #: Whether a record was written: then the commit takes ``txn_id`` (an empty commit
         #: takes no id, and the records may only be carried over after one that does).
@@ -243,15 +246,16 @@ class _Transaction:
     """``store.transaction()`` outside any other: one write transaction, committed on a clean
     exit, rolled back on an exception (a class, not a generator: pushes open one each)."""
 
-    __slots__ = ("_ctx", "_engine")
+    __slots__ = ("_ctx", "_engine", "_journal")
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._ctx: WriteContext | None = None
+        self._journal: Any = None
 
     def __enter__(self) -> WriteContext:
         engine = self._engine
-        outer = engine._local.ctx
+        outer = engine.joined()
         if outer is not None:  # made before, entered inside another transaction: join it
             return outer
         engine.lock.acquire()
@@ -262,6 +266,7 @@ class _Transaction:
             if isinstance(exc, lmdb.Error):
                 raise engine._translate(exc) from None
             raise
+        self._journal = journal.begin()  # in-memory state changed inside rolls back with it
         return self._ctx
 
     def __exit__(
@@ -271,9 +276,11 @@ class _Transaction:
         if ctx is None:
             return  # joined an outer transaction, which commits or rolls back
         outgrew = kind is not None and issubclass(kind, lmdb.MapFullError)
+        committed = False
         try:
             if kind is None:
                 engine._commit(ctx)  # rolls back by itself when the commit fails
+                committed = True
             else:
                 engine._abort(ctx)
         except lmdb.MapFullError:
@@ -281,6 +288,7 @@ class _Transaction:
         except lmdb.Error as error:
             raise engine._translate(error) from None
         finally:
+            journal.end(self._journal, commit=committed)
             engine.lock.release()
         if outgrew:
             engine._grow()
@@ -291,12 +299,6 @@ class _Transaction:
             raise engine._translate(exc) from None
         if kind is None:
             ctx.committed()
-
-
-class _ThreadState(threading.local):
-    """Each thread's current write context, if it is inside one."""
-
-    ctx: WriteContext | None = None
 
 
 _registry: dict[str, Engine] = {}
@@ -325,7 +327,9 @@ class Engine:
         self.lock = threading.RLock()
         self._records: dict[tuple[str, bytes], Any] = {}
         self._records_txnid = -1
-        self._local = _ThreadState()
+        #: The open write transaction, if any: LMDB has one writer, and ``lock`` is held by
+        #: its thread for as long as it is open.
+        self._writer: WriteContext | None = None
         self.refs = 0
         exists = check_file(path)
         if readonly and not exists:
@@ -509,7 +513,19 @@ class Engine:
 
     @property
     def current(self) -> WriteContext | None:
-        return self._local.ctx
+        """The write transaction the calling flow has open (reads see its writes)."""
+        writer = self._writer
+        if writer is None or writer.owner[0] != journal.flow():
+            return None
+        return writer
+
+    def joined(self) -> WriteContext | None:
+        """The calling flow's open write transaction, for a write to join; raises
+        ``TransactionBusy`` when another task of this thread holds the writer."""
+        writer = self._writer
+        if writer is not None and journal.check_owner(writer.owner, self.path):
+            return writer
+        return None
 
     def _start(self) -> WriteContext:
         """Begin this thread's write transaction (the caller holds ``lock``)."""
@@ -523,7 +539,7 @@ class Engine:
         txn_id = txn.id()
         cached = self._records if txn_id == self._records_txnid + 1 == last + 1 else {}
         self._records, self._records_txnid = {}, -1
-        ctx = self._local.ctx = WriteContext(self, txn, cached, txn_id)
+        ctx = self._writer = WriteContext(self, txn, cached, txn_id)
         return ctx
 
     def _commit(self, ctx: WriteContext) -> None:
@@ -533,20 +549,20 @@ class Engine:
         except BaseException:
             self._abort(ctx)
             raise
-        self._local.ctx = None
+        self._writer = None
         # An empty commit takes no id (another process's next commit gets it): keep the
         # records only after a commit that wrote some.
         if wrote:
             self._records, self._records_txnid = ctx.records, ctx.txn_id
 
     def _abort(self, ctx: WriteContext) -> None:
-        self._local.ctx = None
+        self._writer = None
         with suppress(lmdb.Error):
             ctx.txn.abort()
 
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """The public grouping of operations: all or nothing; nested use joins (at no cost)."""
-        if self._local.ctx is not None:
+        if self.joined() is not None:
             return _JOINED
         return self._outer_transaction()
 
@@ -556,7 +572,7 @@ class Engine:
     def run(self, operation: Callable[[WriteContext], _T]) -> _T:
         """Run one operation in a write transaction (or the caller's); a full map is grown and
         the operation retried, invisibly, up to ``max_map_size``."""
-        ctx = self._local.ctx
+        ctx = self.joined()
         if ctx is not None:
             try:
                 return operation(ctx)
@@ -670,7 +686,7 @@ class ReadOnly(Engine):
 
     def __init__(self, engine: Engine) -> None:  # no super().__init__: it shares ``engine``
         self._inner = engine
-        self._local = _ThreadState()  # never in a write context: never joins the writer's
+        self._writer = None  # never in a write context: never joins the writer's
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
