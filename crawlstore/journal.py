@@ -14,9 +14,8 @@ So ``store.frontier().dedup()`` (an in-memory seen set over the store) rolls bac
 
 from __future__ import annotations
 
+import sys
 import threading
-from asyncio import current_task
-from asyncio.events import _get_running_loop
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 
@@ -30,11 +29,13 @@ Owner = tuple[object, int]
 
 def flow() -> object:
     """The calling flow: the running asyncio task, or the thread's id outside any task."""
-    loop = _get_running_loop()
-    if loop is not None:
-        task = current_task(loop)
-        if task is not None:
-            return task
+    asyncio = sys.modules.get("asyncio")  # no event loop runs where asyncio was never imported
+    if asyncio is not None:
+        loop = asyncio.events._get_running_loop()
+        if loop is not None:
+            task = asyncio.current_task(loop)
+            if task is not None:
+                return task
     return threading.get_ident()
 
 

@@ -68,6 +68,19 @@ _DISK_FULL_BYTES = 16 * 2**20
 
 _T = TypeVar("_T")
 
+#: LMDB errors that only a damaged file causes (LMDB has no checksums: it finds damage when a
+#: page does not hold what it should; after that, the transaction itself is marked bad).
+_DAMAGE = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.BadChecksumError,
+    lmdb.PageFullError,
+    lmdb.CursorFullError,
+    lmdb.BadTxnError,
+    lmdb.IncompatibleError,
+    lmdb.ProblemError,
+)
+
 
 class Durability(str, enum.Enum):
     """What a commit promises. Every mode survives a killed process with nothing lost."""
@@ -349,7 +362,7 @@ class Engine:
             )
         except lmdb.InvalidError:
             raise NotAStore(f"{path} is not a crawlstore store (invalid LMDB file)") from None
-        except (lmdb.CorruptedError, lmdb.PageNotFoundError) as exc:
+        except _DAMAGE as exc:
             raise CorruptStore(f"{path} is damaged: {exc}") from None
         except lmdb.VersionMismatchError:
             raise IncompatibleStore(f"{path} was written by another LMDB version") from None
@@ -660,7 +673,7 @@ class Engine:
             return StoreFull(f"{self.path}: the transaction does not fit the map; {exc}")
         if isinstance(exc, lmdb.ReadonlyError):
             return ReadOnlyStore(f"{self.path}: {exc}")
-        if isinstance(exc, (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadChecksumError)):
+        if isinstance(exc, _DAMAGE):
             return CorruptStore(f"{self.path} is damaged: {exc}")
         if self._disk_full():
             # LMDB reports a short write (ENOSPC) as an I/O error: ask the file system.

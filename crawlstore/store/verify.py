@@ -1,14 +1,24 @@
 """``verify``: check a store file offline: LMDB's structure, then every record and counter.
 
 python -m crawlstore.store.verify crawl.lmdb
+
+It never takes the caller down, whatever the file holds: the structure is walked in pure Python
+(py-lmdb's offline verifier, which never hands the file to the engine), and the records, which
+LMDB itself must read, are read in a child process, where an abort of LMDB on a damaged page
+becomes a problem in the list.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import signal
+import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import lmdb
@@ -20,35 +30,91 @@ from .engine import COUNTERS, unpack
 
 __all__ = ["verify"]
 
+#: Seconds the records of one file may take to read in the child before it is stopped.
+_TIMEOUT = 3600
 
-def verify(path: str | os.PathLike[str]) -> list[str]:
+
+def verify(path: str | os.PathLike[str], *, isolated: bool = True) -> list[str]:
     """Problems found in the store file at ``path``; an empty list means none.
 
-    First LMDB's own offline check of every page (it never hands the file to the engine, so a
-    torn or garbled file cannot crash the interpreter); then, on a sound file, every record is
-    decoded and every crawl's counters are compared with what its tables hold.
+    First LMDB's own offline check of every page, then (on a sound file) every record is
+    decoded and every crawl's counters are compared with what its tables hold. ``isolated``
+    (the default) reads the records in a child process, so that a file damaged in a way the
+    page check misses cannot abort this one; ``isolated=False`` reads them here (faster, for
+    files you trust, such as your own backups).
     """
     try:
         found = lmdb.verify.verify(os.fspath(path), subdir=False)  # type: ignore[no-untyped-call]
-        problems = [f"lmdb: {p}" for p in found]
     except (lmdb.verify.VerifyError, OSError) as exc:
         return [f"not a readable LMDB file: {exc}"]
-    if problems:
-        return problems
+    if found:
+        return [f"lmdb: {p}" for p in found]
+    if not isolated:
+        return check_records(path)
+    return _check_in_child(Path(path))
+
+
+def _check_in_child(path: Path) -> list[str]:
+    import crawlstore
+
+    root = str(Path(crawlstore.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    code = "import sys; from crawlstore.store.verify import _child; _child(sys.argv[1])"
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                              text=True, env=env, timeout=_TIMEOUT)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return [f"reading the records took longer than {_TIMEOUT} s: stopped"]
+    table, problems = "the file's tables", None
+    for line in done.stdout.splitlines():
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            message = json.loads(line)
+            table = message.get("reading", table)
+            problems = message.get("problems", problems)
+    if done.returncode == 0 and isinstance(problems, list):
+        return [str(p) for p in problems]
+    if done.returncode < 0:
+        how = f"was killed by {signal.Signals(-done.returncode).name}"
+    else:
+        how = f"exited with status {done.returncode}"
+    said = (done.stderr.strip().splitlines() or ["nothing"])[-1][:300]
+    return [f"damaged: LMDB aborted reading table {table} (the reading process {how}; "
+            f"it said: {said})"]  # fmt: skip
+
+
+def _child(path: str) -> None:
+    """The child's side: progress (the table being read) and the problems, as JSON lines."""
+
+    def reading(table: str) -> None:
+        print(json.dumps({"reading": table}), flush=True)
+
+    print(json.dumps({"problems": check_records(path, reading)}), flush=True)
+
+
+def check_records(
+    path: str | os.PathLike[str], reading: Callable[[str], object] = str
+) -> list[str]:
+    """Decode every record and compare every crawl's counters with its tables (through LMDB:
+    call it on a file whose pages passed the offline check). ``reading(table)`` is called as
+    each table's walk begins."""
     from . import Store
 
     try:
         with Store.open(path, readonly=True) as store:
             engine = store._engine
-            return engine.read(lambda txn: _check_contents(txn, engine.dbs, store.crawls()))
+            crawls = store.crawls()
+            return engine.read(lambda txn: _check_contents(txn, engine.dbs, crawls, reading))
     except CrawlstoreError as exc:
         return [f"{type(exc).__name__}: {exc}"]
 
 
-def _check_contents(txn: lmdb.Transaction, dbs: dict[str, Any], crawls: list[str]) -> list[str]:
+def _check_contents(
+    txn: lmdb.Transaction, dbs: dict[str, Any], crawls: list[str], reading: Callable[[str], object]
+) -> list[str]:
     problems: list[str] = []
     held: dict[str, Counter[bytes]] = {}
     for name in ("pending", "leases", "schedule", "validators", "state", "queues", "crawls"):
+        reading(name)
         counts: Counter[bytes] = Counter()
         for key, raw in txn.cursor(db=dbs[name]):
             if name not in ("leases",):  # a lease is a binary header, then msgpack
@@ -62,16 +128,30 @@ def _check_contents(txn: lmdb.Transaction, dbs: dict[str, Any], crawls: list[str
     for key, raw in txn.cursor(db=dbs["schedule"]):
         with contextlib.suppress(CrawlstoreError, IndexError, TypeError):  # reported above
             revisits[bytes(key[:4])] += unpack("schedule", key, raw)[3]
+    reading("seen")
     seen: Counter[bytes] = Counter()
     cursor = txn.cursor(db=dbs["seen"])
     for key in cursor.iternext_nodup(values=False):
         cursor.set_key(key)
         seen[bytes(key)] = cursor.count()
+    for table in ("ready", "due", "qnames", "bloom", "meta"):
+        reading(table)
+        for _ in txn.cursor(db=dbs[table]).iternext(values=True):
+            pass
     for name in crawls:
-        record = unpack("crawls", name.encode(), txn.get(name.encode(), db=dbs["crawls"]))
-        crawl = keys.u32(record["id"])
+        try:
+            record = unpack("crawls", name.encode(), txn.get(name.encode(), db=dbs["crawls"]))
+            crawl = keys.u32(record["id"])
+        except (CrawlstoreError, KeyError, TypeError, IndexError, ValueError) as exc:
+            problems.append(f"crawl {name!r}: its record is malformed ({exc})")
+            continue
         stored = txn.get(crawl, db=dbs[COUNTERS])
-        counters = unpack(COUNTERS, crawl, stored) if stored is not None else {}
+        try:
+            counters = unpack(COUNTERS, crawl, stored) if stored is not None else {}
+            dict(counters)
+        except (CrawlstoreError, TypeError, ValueError) as exc:
+            problems.append(f"crawl {name!r}: its counters are malformed ({exc})")
+            continue
         expected = {
             "queued": held["pending"][crawl],
             "in_flight": held["leases"][crawl],
@@ -91,13 +171,14 @@ def _check_contents(txn: lmdb.Transaction, dbs: dict[str, Any], crawls: list[str
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
+    if len(args) != 1 or args[0] in ("-h", "--help"):
         print("usage: python -m crawlstore.store.verify PATH", file=sys.stderr)
         return 2
     problems = verify(args[0])
     for problem in problems:
         print(problem)
-    print(f"{args[0]}: {'ok' if not problems else f'{len(problems)} problems'}")
+    count = len(problems)
+    print(f"{args[0]}: {'ok' if not count else f'{count} problem' + 's' * (count != 1)}")
     return 1 if problems else 0
 
 
