@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -298,3 +299,141 @@ def test_permission_errors_are_clear(tmp_path: Path, kind: str) -> None:
     assert first.startswith("ReadOnlyStore") and "no permission" in first
     if kind == "file":
         assert "readonly 1" in done.stdout  # inspecting needs read access only
+
+
+# -- read-only directories and lock files: readonly=True still reads -------------------------
+
+UNPRIVILEGED = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", sys.executable]
+
+INSPECT = """
+import sys
+from crawlstore import Seed, Store
+from crawlstore.errors import ReadOnlyStore, StoreError
+path = sys.argv[1]
+for readonly in (False, True):
+    try:
+        with Store.open(path, readonly=readonly) as store:
+            f = store.frontier()
+            print("opened", readonly, len(f), f.stats().admitted, store._engine.lockless)
+            try:
+                f.push(Seed.get("https://example.com/x"))
+            except ReadOnlyStore:
+                print("write refused")
+    except StoreError as exc:
+        print(type(exc).__name__, readonly, exc)
+"""
+
+
+def _unprivileged(code: str, *args: str) -> list[str]:
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is needed to run without root's permission override")
+    done = subprocess.run([*UNPRIVILEGED, "-c", code, *args], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("lock", ["read-only lock file", "no lock file"])
+def test_readonly_opens_a_store_in_a_read_only_directory(tmp_path: Path, lock: str) -> None:
+    path = tmp_path / "ro" / "s.lmdb"
+    path.parent.mkdir()
+    with Store.open(path) as store:
+        store.frontier().push(Seed.get("https://example.com/"))
+    lock_file = Path(f"{path}-lock")
+    if lock == "no lock file":
+        lock_file.unlink()
+    else:
+        lock_file.chmod(0o444)
+    path.parent.chmod(0o555)
+    try:
+        out = _unprivileged(INSPECT, str(path))
+    finally:
+        path.parent.chmod(0o755)
+    assert out[0].startswith("ReadOnlyStore False") and "readonly=True" in out[0]
+    assert "lock file" in out[0]  # it names what cannot be written
+    assert out[1:] == ["opened True 1 1 True", "write refused"]
+    assert lock_file.exists() == (lock != "no lock file")  # nothing was created
+
+
+def test_creating_a_store_in_a_read_only_directory_names_the_directory(tmp_path: Path) -> None:
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    directory.chmod(0o555)
+    try:
+        out = _unprivileged(INSPECT, str(directory / "new.lmdb"))
+    finally:
+        directory.chmod(0o755)
+    assert out[0].startswith("ReadOnlyStore False")
+    assert f"its directory {directory} cannot be written" in out[0]
+    assert "readonly=True" not in out[0]
+    assert out[1].startswith("StoreError True") and "does not exist" in out[1]
+
+
+HOLD = """
+import sys, time
+from crawlstore import Store
+with Store.open(sys.argv[1]) as store:
+    print("open", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_lockless_reader_refuses_a_store_another_process_has_open(tmp_path: Path) -> None:
+    path = tmp_path / "s.lmdb"
+    with Store.open(path) as store:
+        store.frontier().push(Seed.get("https://example.com/"))
+    Path(f"{path}-lock").chmod(0o444)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        out = _unprivileged(INSPECT, str(path))
+    finally:
+        holder.communicate("", timeout=30)
+    assert out[1].startswith("ReadOnlyStore True")
+    assert f"process {holder.pid} has the store open" in out[1]
+    assert _unprivileged(INSPECT, str(path))[1:] == ["opened True 1 1 True", "write refused"]
+
+
+OVERTAKEN = """
+import sys
+from crawlstore import Store
+from crawlstore.errors import StoreError
+with Store.open(sys.argv[1], readonly=True) as store:
+    engine = store._engine
+    assert engine.lockless
+    def slow_read(txn):
+        print("reading", flush=True)
+        sys.stdin.readline()  # the writer commits twice meanwhile
+        return txn.id()
+    try:
+        engine.read_committed(slow_read)
+    except StoreError as exc:
+        print("refused", exc)
+    print("then", len(store.frontier()))
+"""
+
+
+def test_a_lockless_read_that_a_writer_overtakes_is_not_trusted(tmp_path: Path) -> None:
+    path = tmp_path / "s.lmdb"
+    with Store.open(path) as store:
+        store.frontier().push(Seed.get("https://example.com/"))
+    Path(f"{path}-lock").chmod(0o444)
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is needed to run without root's permission override")
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    reader = subprocess.Popen([*UNPRIVILEGED, "-c", OVERTAKEN, str(path)], text=True, **pipes)
+    assert reader.stdin is not None and reader.stdout is not None
+    assert reader.stdout.readline() == "reading\n"  # opened without a lock, nobody writing
+    with Store.open(path) as store:  # now a writer (root may write the lock file)
+        for attempt in range(3):
+            if attempt:
+                assert reader.stdout.readline() == "reading\n"
+            for i in range(2):
+                store.frontier().push(Seed.get(f"https://example.com/{attempt}/{i}"))
+            reader.stdin.write("go\n")
+            reader.stdin.flush()
+        out, err = reader.communicate(timeout=30)
+    assert reader.returncode == 0, err
+    assert out.startswith("refused") and "being written" in out
+    assert out.splitlines()[-1] == "then 7"

@@ -29,6 +29,7 @@ from ..errors import (
     StoreFull,
 )
 from ..url import FINGERPRINT_VERSION
+from .access import lock_holder, why_unwritable
 from .filecheck import check_file
 from .keys import Buf
 
@@ -134,6 +135,31 @@ def unpack(db: str, key: Buf, raw: Buf | None) -> Any:
         return msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except Exception as exc:
         raise CorruptRecord(f"{db} record {bytes(key).hex()} does not decode: {exc!r}") from None
+
+
+def _unwritable(exc: lmdb.Error) -> bool:
+    """Whether opening failed because this process may not write the file or its lock file."""
+    text = str(exc)
+    return isinstance(exc, lmdb.ReadonlyError) or any(
+        reason in text for reason in ("Permission denied", "Read-only file system")
+    )
+
+
+def _open_error(path: Path, exc: lmdb.Error) -> StoreError:
+    """The typed error for an environment that would not open."""
+    if isinstance(exc, lmdb.InvalidError):
+        return NotAStore(f"{path} is not a crawlstore store (invalid LMDB file)")
+    if isinstance(exc, _DAMAGE):
+        return CorruptStore(f"{path} is damaged: {exc}")
+    if isinstance(exc, lmdb.VersionMismatchError):
+        return IncompatibleStore(f"{path} was written by another LMDB version")
+    if "already open" in str(exc):
+        return StoreError(
+            f"{path} is open in the process this one was forked from, and LMDB cannot open it "
+            "again here: open stores after forking, or start workers with multiprocessing's "
+            "'spawn' or 'forkserver' method"
+        )
+    return StoreError(f"{path} cannot be opened: {exc}")
 
 
 class WriteContext:
@@ -347,47 +373,32 @@ class Engine:
         exists = check_file(path)
         if readonly and not exists:
             raise StoreError(f"{path} does not exist (readonly=True opens existing stores only)")
+        #: Opened without LMDB's lock file, which this process cannot write (read-only only):
+        #: no writer knows of its readers, so each read checks that none overtook it.
+        self.lockless = False
         try:
-            self.env = lmdb.open(
-                str(path),
-                subdir=False,
-                map_size=map_size,
-                max_dbs=len(DATABASES) + 1,
-                readonly=readonly,
-                sync=durability is not Durability.GROUP,
-                metasync=durability is Durability.FULL,
-                max_spare_txns=0,
-                max_readers=1024,
-                lib_version=0,
-            )
-        except lmdb.InvalidError:
-            raise NotAStore(f"{path} is not a crawlstore store (invalid LMDB file)") from None
-        except _DAMAGE as exc:
-            raise CorruptStore(f"{path} is damaged: {exc}") from None
-        except lmdb.VersionMismatchError:
-            raise IncompatibleStore(f"{path} was written by another LMDB version") from None
-        except lmdb.ReadonlyError:
-            raise ReadOnlyStore(
-                f"{path} cannot be opened for writing (a read-only file, or no permission to "
-                "write it): open it with readonly=True to inspect it"
-            ) from None
+            self.env = self._open_env(map_size, lock=True)
         except lmdb.Error as exc:
-            if "already open" in str(exc):
-                raise StoreError(
-                    f"{path} is open in the process this one was forked from, and LMDB cannot "
-                    "open it again here: open stores after forking, or start workers with "
-                    "multiprocessing's 'spawn' or 'forkserver' method"
-                ) from None
-            if "Read-only file system" in str(exc):
+            if not _unwritable(exc):
+                raise _open_error(path, exc) from None
+            reason = why_unwritable(path)
+            if not readonly:
+                what = "cannot be created" if not exists else "cannot be opened for writing"
+                hint = "" if not exists else "; readonly=True opens it to inspect it"
+                raise ReadOnlyStore(f"{path} {what}: {reason}{hint}") from None
+            holder = lock_holder(path)
+            if holder is not None:
                 raise ReadOnlyStore(
-                    f"{path} is on a read-only file system: open it with readonly=True"
+                    f"{path} cannot be read safely: {reason}, and process {holder} has the "
+                    "store open; a reader that cannot write the lock file cannot keep a writer "
+                    "from reusing the pages it reads. Read it as a user who can write the lock "
+                    "file, or read a backup"
                 ) from None
-            if "Permission denied" in str(exc):
-                raise StoreError(
-                    f"{path}: permission denied ({exc}); a store needs read and write access "
-                    "to its file and its -lock file (readonly=True: read access to the file)"
-                ) from None
-            raise StoreError(f"{path} cannot be opened: {exc}") from None
+            try:
+                self.env = self._open_env(map_size, lock=False)
+            except lmdb.Error as again:
+                raise _open_error(path, again) from None
+            self.lockless = True
         try:
             if not readonly:
                 self.env.set_mapsize(0)  # adopt the size another process may have grown to
@@ -412,6 +423,21 @@ class Engine:
             self._flusher.start()
 
     # -- opening --------------------------------------------------------------------------------
+
+    def _open_env(self, map_size: int, *, lock: bool) -> lmdb.Environment:
+        return lmdb.open(
+            str(self.path),
+            subdir=False,
+            map_size=map_size,
+            max_dbs=len(DATABASES) + 1,
+            readonly=self.readonly,
+            lock=lock,
+            sync=self.durability is not Durability.GROUP,
+            metasync=self.durability is Durability.FULL,
+            max_spare_txns=0,
+            max_readers=1024,
+            lib_version=0,
+        )
 
     @classmethod
     def acquire(cls, path: str | os.PathLike[str], **options: Any) -> Engine:
@@ -631,14 +657,28 @@ class Engine:
         thread's write transaction (a backup copies nothing uncommitted)."""
         with self.lock:
             self._check_process()
-            try:
-                txn = self._begin(write=False)
+            for _ in range(3):
                 try:
-                    return operation(txn)
-                finally:
-                    txn.abort()
-            except lmdb.Error as exc:
-                raise self._translate(exc) from None
+                    txn = self._begin(write=False)
+                    try:
+                        result = operation(txn)
+                        if not self.lockless or self._unchanged_since(txn.id()):
+                            return result
+                    finally:
+                        txn.abort()
+                except lmdb.Error as exc:
+                    raise self._translate(exc) from None
+            raise StoreError(
+                f"{self.path} is being written while this reader, which cannot write the lock "
+                "file, reads it: its reads cannot be consistent. Read it as a user who can "
+                "write the lock file, or read a backup"
+            )
+
+    def _unchanged_since(self, txn_id: int) -> bool:
+        """Whether a lock-less read of snapshot ``txn_id`` could not have met a page that a
+        writer reused meanwhile (LMDB reuses a page freed by commit N at N + 2 at the
+        soonest, when no reader it knows of is older)."""
+        return int(self.env.info()["last_txnid"]) < txn_id + 2
 
     # -- size -----------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import lmdb.verify
 
-from ..errors import CorruptStore, NotAStore
+from ..errors import CorruptStore, NotAStore, StoreError
 
 __all__ = ["check_file"]
 
@@ -50,6 +50,8 @@ def check_file(path: Path) -> bool:
             _check_short_tail(f, path, size, page_size, pages)
     except FileNotFoundError:
         return False
+    except PermissionError:
+        raise StoreError(f"{path} cannot be read (no permission)") from None
     except IsADirectoryError:
         raise NotAStore(f"{path} is a directory, not a store file") from None
     return True
