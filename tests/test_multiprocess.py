@@ -122,20 +122,65 @@ def test_readonly_store_inspects_another_process_s_crawl(tmp_path: Path) -> None
     reader.close()
 
 
-def test_a_store_open_across_fork_gives_a_clear_error(tmp_path: Path) -> None:
+def test_a_forked_child_opens_the_store_its_parent_holds(tmp_path: Path) -> None:
     path = tmp_path / "s.lmdb"
     fill(path)
 
     def child(path: str, write_fd: int) -> None:
         try:
-            Store.open(path)
+            inherited.frontier()  # what the parent opened cannot be used here...
         except StoreError as exc:
-            os.write(write_fd, b"ok" if b"after forking" in str(exc).encode() else b"bad")
+            os.write(
+                write_fd, b"refused " if b"open the store again" in str(exc).encode() else b"?"
+            )
+        with Store.open(path) as store:  # ...and opening it again works
+            f = store.frontier()
+            seed = f.next_seed()
+            assert seed is not None
+            f.report(Done(seed))
+            os.write(write_fd, f"{len(f)}".encode())
 
-    with Store.open(path):
+    with Store.open(path) as inherited:
+        view = inherited.frontier()
         pids, read_fd = fork(child, path, 1)
-        assert read_all(read_fd, timeout=30) == ["ok"]
-        os.waitpid(pids[0], 0)
+        assert read_all(read_fd, timeout=30) == ["refused", str(SEEDS - 1)]
+        assert os.waitstatus_to_exitcode(os.waitpid(pids[0], 0)[1]) == 0
+        assert len(view) == SEEDS - 1  # the parent goes on with what it opened
+        view.push(Seed.get("https://example.com/after"))
+        assert len(inherited.frontier()) == SEEDS
+
+
+def pool_drain(path: str) -> list[str]:
+    """One pool task: crawl up to 50 seeds of the shared store."""
+    with Store.open(path, durability="group") as store:
+        frontier = store.frontier()
+        crawled = []
+        for seed in frontier.pop_many(50):
+            frontier.report(Done(seed))
+            crawled.append(seed.url)
+        return crawled
+
+
+def test_a_fork_pool_and_a_spawn_pool_drain_one_store(tmp_path: Path) -> None:
+    import multiprocessing
+
+    path = tmp_path / "s.lmdb"
+    urls = fill(path)
+    with Store.open(path, durability="group") as parent:  # the parent seeds and keeps it open
+        frontier = parent.frontier()
+        assert len(frontier) == SEEDS
+        forked = multiprocessing.get_context("fork").Pool(2)
+        spawned = multiprocessing.get_context("spawn").Pool(2)
+        try:
+            jobs = [pool.map_async(pool_drain, [str(path)] * 25) for pool in (forked, spawned)]
+            batches = [batch for job in jobs for batch in job.get(timeout=120)]
+        finally:
+            forked.terminate()
+            spawned.terminate()
+        crawled = Counter(url for batch in batches for url in batch)
+        assert sorted(crawled) == sorted(urls) and max(crawled.values()) == 1
+        stats = frontier.stats()
+        assert (stats.done, stats.queued, stats.in_flight) == (SEEDS, 0, 0)
 
 
 class Weekly(RevisitTags):

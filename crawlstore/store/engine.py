@@ -344,6 +344,40 @@ _registry: dict[str, Engine] = {}
 _registry_lock = threading.Lock()
 
 
+def _before_fork() -> None:
+    """No transaction may be under way in another thread when the process forks: the child
+    would inherit it, and ending it there would end it in the lock file the parent shares."""
+    _registry_lock.acquire()
+    for engine in _registry.values():
+        engine.lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    for engine in _registry.values():
+        engine.lock.release()
+    _registry_lock.release()
+
+
+def _after_fork_in_child() -> None:
+    """Drop the environments inherited from the parent, so that the child opens the store
+    afresh (LMDB refuses a second environment on a file in one process, and an inherited one
+    must not be used). What the parent opened raises ``StoreError`` in the child."""
+    for engine in _registry.values():
+        engine.lock.release()
+        with suppress(lmdb.Error):
+            engine.env.close()  # no transaction is open (see _before_fork): touches no slot
+    _registry.clear()
+    _registry_lock.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )
+
+
 class Engine:
     """One LMDB environment per file per process, shared by every ``Store`` opened on it."""
 
@@ -445,8 +479,6 @@ class Engine:
         real = Path(os.path.realpath(path))
         with _registry_lock:
             engine = _registry.get(str(real))
-            if engine is not None and engine.pid != os.getpid():
-                engine = None  # inherited across fork(): never reuse it
             if engine is None:
                 engine = cls(real, **options)
                 _registry[str(real)] = engine
@@ -474,6 +506,8 @@ class Engine:
                 return
             if _registry.get(str(self.path)) is self:
                 del _registry[str(self.path)]
+        if os.getpid() != self.pid:
+            return  # inherited across fork(): its environment was dropped in the child
         self._stop.set()
         if self._flusher is not None:
             self._flusher.join()
@@ -683,6 +717,7 @@ class Engine:
     # -- size -----------------------------------------------------------------------------------
 
     def used_bytes(self) -> int:
+        self._check_process()
         return int((self.env.info()["last_pgno"] + 1) * self._page_size)
 
     def _grow_early(self) -> int:
