@@ -53,5 +53,9 @@ class CorruptRecord(CorruptStore):
     """A stored record that does not decode; the message names the table and key."""
 
 
+class InvalidValidator(CrawlstoreError, ValueError):
+    """A validator (ETag, Last-Modified) that cannot be sent back in a request header."""
+
+
 class InvalidInterval(CrawlstoreError, ValueError):
     """A revisit interval that is malformed, zero or negative."""

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from .frontier.base import Frontier
 from .frontier.protocol import Done
 from .seed import Seed
+from .url import parse_http_url
 from .validators import Headers, Validator, Validators
+
+log = logging.getLogger("crawlstore.revalidate")
 
 __all__ = ["Revalidate"]
 
@@ -23,6 +28,10 @@ class Revalidate:
 
     def __init__(self, validators: Validators) -> None:
         self.validators = validators
+        #: Validators a server sent that could not be kept (a CR or LF, too long, a
+        #: Last-Modified that is no date): the page still counts as done, without them.
+        self.dropped = 0
+        self._warned: set[str] = set()
 
     @staticmethod
     def applies(seed: Seed) -> bool:
@@ -52,13 +61,28 @@ class Revalidate:
         them: they described another body); a 304 keeps them, with any field it updates."""
         if not self.applies(seed):
             return
-        fresh = Validator.from_headers(headers)
+        fresh, problems = Validator.parse_headers(headers)
+        if problems:
+            self._dropped(seed, problems)
         if status == 304:
             stored = self.validators.get(seed.fingerprint)
             if stored is not None and fresh:
                 self.validators.put(seed.fingerprint, stored.merged(fresh))
         elif 200 <= status < 300:
             self.validators.put(seed.fingerprint, fresh)
+
+    def _dropped(self, seed: Seed, problems: list[str]) -> None:
+        self.dropped += len(problems)
+        host = parse_http_url(seed.url).hostname
+        if host not in self._warned:
+            self._warned.add(host)
+            log.warning(
+                "%s sent validators that cannot be sent back, dropped (logged once a host): "
+                "%s, for %s",
+                host,
+                "; ".join(problems),
+                seed.url,
+            )
 
     def done(
         self,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawlstore import BloomSeen, InMemSeen, Seed, Snapshot, Store, Validator
-from crawlstore.errors import InvalidInterval, InvalidSeed, InvalidSnapshot
+from crawlstore.errors import InvalidInterval, InvalidSeed, InvalidSnapshot, InvalidValidator
 from crawlstore.frontier.traps import TrapPolicy
 from crawlstore.revisit import parse_interval
 
@@ -80,8 +80,10 @@ def test_trap_policies(budgets: dict[str, float | None]) -> None:
 
 @given(st.none() | text | st.integers(), st.none() | text | st.integers())
 def test_validators(etag: object, last_modified: object) -> None:
-    with contextlib.suppress(TypeError):
+    with contextlib.suppress(TypeError, InvalidValidator):
         Validator(etag, last_modified)  # type: ignore[arg-type]
+    kept, dropped = Validator.lenient(etag, last_modified)  # what a response's headers give
+    assert len(dropped) == (kept.etag != etag) + (kept.last_modified != last_modified)
 
 
 STORE_DIR = Path(tempfile.mkdtemp(prefix="crawlstore-hostile-"))

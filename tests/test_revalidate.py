@@ -97,7 +97,7 @@ def test_httpx_request_and_classification() -> None:
         post = build_request(client, Seed("POST", "https://example.com/s").with_body(b"q=1"))
         assert post.content == b"q=1" and "If-None-Match" not in post.headers
     done, failed, retry = Outcome.DONE, Outcome.FAILED, Outcome.RETRY
-    cases = {200: done, 204: done, 301: done, 304: Outcome.UNCHANGED, 404: failed, 410: failed,
+    cases = {200: done, 204: done, 301: failed, 304: Outcome.UNCHANGED, 404: failed, 410: failed,
              429: retry, 503: retry}  # fmt: skip
     for status, outcome in cases.items():
         assert classify(httpx.Response(status)) is outcome, status

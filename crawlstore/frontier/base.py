@@ -107,6 +107,12 @@ class Frontier(ABC):
         Retries and parked seeds are work the crawl waits for; a ``revisit`` is waited for only
         under ``revisit()``: without it, ``pop`` says ``Empty`` when only revisits remain."""
 
+    def pause_queue(self, seed: Seed, until: float) -> bool:
+        """Pop nothing from the queue ``seed`` belongs to before ``until`` (a host that said
+        ``Retry-After``), while other queues go on. True when it paused one; False on a storage
+        without per-host (or per-key) queues, where the one queue is the whole crawl."""
+        return False
+
     @abstractmethod
     def next_revisit(self) -> float | None:
         """When the earliest scheduled revisit is due; None when there is none."""

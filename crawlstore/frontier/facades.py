@@ -102,6 +102,9 @@ class Facade(Frontier):
     def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
         self.inner.schedule(seed, at, revisit=revisit)
 
+    def pause_queue(self, seed: Seed, until: float) -> bool:
+        return self.inner.pause_queue(seed, until)
+
     def next_revisit(self) -> float | None:
         return self.inner.next_revisit()
 

@@ -1,23 +1,62 @@
-"""httpx glue: the request for a seed (conditional when validators are stored) and the
-classification of a response into the report it calls for.
+"""httpx glue: the request for a seed (conditional when validators are stored), what a response
+means for the crawl, and ``report_response``, which reports it as one step.
 
 Needs ``httpx`` (``pip install 'crawlstore[httpx]'``).
+
+=========================================  ============  =====================================
+status                                     outcome       what ``report_response`` does
+=========================================  ============  =====================================
+304                                        UNCHANGED     ``Done(unchanged=True)``, validators kept
+301, 302, 303, 307, 308 with a Location    REDIRECT      ``Done``, and the target pushed
+the same without a usable Location         FAILED        ``Failed``
+408, 425, 429, 500, 502-504, 507, 509,     RETRY         ``Retry`` (after ``Retry-After`` when
+511, 520-599                                             given; a 429 or 503 with it pauses
+                                                         the host's queue until then)
+501, 505, 506, 508, 510, other 4xx         FAILED        ``Failed``: asking again cannot help
+anything else (2xx, 1xx, other 3xx)        DONE          ``Done``, validators recorded, links
+=========================================  ============  =====================================
 """
 
 from __future__ import annotations
 
 import enum
+import math
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING
 
+from ..errors import InvalidSeed
+from ..frontier.protocol import Done, Failed, Retry
 from ..revalidate import Revalidate
 from ..seed import Seed
+from ..url import parse_http_url
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import httpx
 
-__all__ = ["Outcome", "build_request", "classify"]
+    from ..frontier.base import Frontier
 
-_RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+__all__ = [
+    "MAX_RETRY_AFTER",
+    "Outcome",
+    "build_request",
+    "classify",
+    "redirect_target",
+    "report_response",
+    "retry_at",
+]
+
+#: 5xx answers that asking again cannot change: the server does not support the method or the
+#: HTTP version, or is misconfigured (506, 508, 510). Every other 5xx is retried.
+FINAL_5XX = frozenset({501, 505, 506, 508, 510})
+RETRY_4XX = frozenset({408, 425, 429})
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: Statuses whose ``Retry-After`` pauses the host (RFC 9110 defines it for 503 and 429).
+PAUSING = frozenset({429, 503})
+_CREDENTIALS = ("authorization", "cookie")
+#: The longest pause a ``Retry-After`` gets (seconds): a server asking for more is retried then.
+MAX_RETRY_AFTER = 86400.0
 
 
 class Outcome(enum.Enum):
@@ -25,14 +64,16 @@ class Outcome(enum.Enum):
 
     DONE = "done"  # 2xx (and other final answers): handle it, report Done
     UNCHANGED = "unchanged"  # 304: nothing new, report Done(unchanged=True)
-    RETRY = "retry"  # 408, 425, 429, 5xx: report Retry
-    FAILED = "failed"  # other 4xx: report Failed
+    REDIRECT = "redirect"  # 301/302/303/307/308: push the target, report Done
+    RETRY = "retry"  # 408, 425, 429, 5xx but FINAL_5XX: report Retry
+    FAILED = "failed"  # other 4xx, FINAL_5XX, a redirect without a Location: report Failed
 
 
 def build_request(
     client: httpx.Client | httpx.AsyncClient, seed: Seed, revalidate: Revalidate | None = None
 ) -> httpx.Request:
-    """The request for ``seed``: its method, URL, headers and body, plus conditional headers."""
+    """The request for ``seed``: its method, URL, headers and body, plus conditional headers.
+    Send it without following redirects (httpx's default): the frontier follows them."""
     headers = dict(seed.headers)
     if revalidate is not None:
         headers.update(revalidate.headers(seed))
@@ -43,8 +84,98 @@ def classify(response: httpx.Response) -> Outcome:
     status = response.status_code
     if status == 304:
         return Outcome.UNCHANGED
-    if status in _RETRY_STATUSES:
+    if status in REDIRECTS:
+        return Outcome.REDIRECT if response.headers.get("location") else Outcome.FAILED
+    if status in RETRY_4XX or (500 <= status < 600 and status not in FINAL_5XX):
         return Outcome.RETRY
     if 400 <= status < 600:
         return Outcome.FAILED
     return Outcome.DONE
+
+
+def redirect_target(seed: Seed, response: httpx.Response) -> Seed | None:
+    """The seed a redirect leads to: its ``Location`` resolved against the request's URL, with
+    the method a browser would use (303, and 301/302 after a POST, become GET without a body;
+    307 and 308 keep both), the seed's tag, priority and depth, and its headers (but
+    ``Authorization`` and ``Cookie``, when the target is on another origin). None when the
+    response is no redirect, or its Location is no http(s) URL."""
+    location = response.headers.get("location")
+    status = response.status_code
+    if status not in REDIRECTS or not location:
+        return None
+    method, body, headers = seed.method, seed.body, seed.headers
+    if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
+        method, body = "GET", b""
+    try:
+        url = str(response.url.join(location))
+        if parse_http_url(url).origin != parse_http_url(seed.url).origin:
+            headers = tuple((n, v) for n, v in headers if n.lower() not in _CREDENTIALS)
+        return Seed(method, url, headers=headers, body=body, tag=seed.tag,
+                    priority=seed.priority, depth=seed.depth)  # fmt: skip
+    except (InvalidSeed, ValueError):
+        return None
+
+
+def retry_at(response: httpx.Response, now: float) -> float | None:
+    """When ``Retry-After`` (seconds, or an HTTP date) says to ask again, at most
+    ``MAX_RETRY_AFTER`` from ``now``; None without a usable one."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        at = now + float(value)
+    else:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None  # an HTTP date is in GMT; one without a zone is no HTTP date
+        at = when.timestamp()
+    if not math.isfinite(at):
+        return None
+    return min(max(at, now), now + MAX_RETRY_AFTER)
+
+
+def report_response(
+    frontier: Frontier,
+    seed: Seed,
+    response: httpx.Response,
+    *,
+    revalidate: Revalidate | None = None,
+    links: Iterable[Seed] = (),
+) -> Outcome:
+    """Report what ``response`` means for ``seed`` as one step (see the module's table): the
+    report, its validators (with ``revalidate``), a redirect's target or the page's ``links``
+    (pushed through the frontier's facades: dedup, scope and depth apply) in one transaction.
+
+    A ``Retry-After`` on a 429 or 503 also pauses the seed's queue until then, so other hosts
+    go on (with per-host queues: on a storage with one queue only the seed waits). ``Retry``
+    needs ``retry()`` on the frontier, or the seed fails."""
+    outcome = classify(response)
+    if outcome is Outcome.RETRY:
+        now = frontier.clock()
+        at = retry_at(response, now)
+        with frontier.transaction():
+            if at is not None and response.status_code in PAUSING:
+                frontier.pause_queue(seed, at)
+            frontier.report(Retry(seed, after=None if at is None else at - now))
+        return outcome
+    if outcome is Outcome.FAILED:
+        frontier.report(Failed(seed))
+        return outcome
+    with frontier.transaction():
+        if outcome is Outcome.REDIRECT:
+            target = redirect_target(seed, response)
+            if target is None:
+                frontier.report(Failed(seed))
+                return Outcome.FAILED
+            frontier.report(Done(seed))
+            frontier.push(target)
+            return outcome
+        if revalidate is not None:
+            revalidate.done(frontier, seed, response.status_code, response.headers)
+        else:
+            frontier.report(Done(seed, unchanged=True if outcome is Outcome.UNCHANGED else None))
+        frontier.push_many(links)
+    return outcome

@@ -108,7 +108,8 @@ class StoreFrontier(Frontier):
         self._kinds = (self._prefix + b"\x00", self._prefix + b"\x01")
         self._ready_hint = (self._prefix, "ready")  # keys of the transaction's hints
         self._due_hint = (self._prefix, "due")
-        if queues is None or queues == "single":
+        self._one_queue = queues is None or queues == "single"
+        if self._one_queue:
             self._queue_key: QueueKey = lambda seed: ""
         elif queues == "host":
             self._queue_key = host_key
@@ -667,6 +668,23 @@ class StoreFrontier(Frontier):
             self._place(ctx, qid, q, self._clock(), rotate=True)
 
         self._engine.run(op)
+
+    def pause_queue(self, seed: Seed, until: float) -> bool:
+        """Block the queue of ``seed`` until ``until`` (a block already longer stays); False,
+        and nothing paused, when the crawl's seeds are in one queue."""
+        if self._one_queue:
+            return False
+        key = self._queue_key(seed)
+
+        def op(ctx: WriteContext) -> None:
+            qid = self._qid(ctx, key)
+            q = self._queue(ctx, qid)
+            if until > q["blk"]:
+                q["blk"] = until
+                self._place(ctx, qid, q, self._clock(), rotate=True)
+
+        self._engine.run(op)
+        return True
 
     def queue(self, key: str) -> QueueInfo | None:
         """The state of the queue named ``key``; None when there is none."""

@@ -29,7 +29,8 @@ class StoreValidators:
         if raw is None:
             return None
         etag, last_modified, _ = unpack("validators", key, raw)
-        return Validator(etag, last_modified)
+        validator, _ = Validator.lenient(etag, last_modified)  # older files kept anything
+        return validator or None
 
     def stored_at(self, fp: bytes) -> float | None:
         """When the validators of ``fp`` were recorded."""
