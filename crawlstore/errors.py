@@ -53,6 +53,11 @@ class CorruptRecord(CorruptStore):
     """A stored record that does not decode; the message names the table and key."""
 
 
+class InvalidArgument(CrawlstoreError, ValueError):
+    """An argument out of its range: a NaN or infinite time, a negative delay, a name too long
+    to be a key."""
+
+
 class InvalidValidator(CrawlstoreError, ValueError):
     """A validator (ETag, Last-Modified) that cannot be sent back in a request header."""
 

@@ -86,7 +86,7 @@ def _session(store: Store, clock: ManualClock, steps: list[tuple[str, int]]) -> 
             for i in range(n % 50):
                 bloom.insert(Seed.get(f"{url}/{i}").fingerprint)
         elif op == "validator":
-            validators.put(Seed.get(url).fingerprint, Validator(last_modified="x" * (n % 300)))
+            validators.put(Seed.get(url).fingerprint, Validator(etag='"' + "x" * (n % 300) + '"'))
         elif op == "backoff":
             frontier.report(Backoff(Tag.PAGE, clock() + n))
         elif op == "revisit":

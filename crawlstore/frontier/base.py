@@ -9,7 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..seed import Seed
-from .protocol import Admission, Backoff, Pop, Ready, Reason, Report, Stats
+from .protocol import (
+    Admission,
+    Backoff,
+    Pop,
+    Ready,
+    Reason,
+    Report,
+    Stats,
+    check_limit,
+    check_report,
+    check_seed,
+    check_time,
+)
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -68,6 +80,7 @@ class Frontier(ABC):
     def pop_many(self, limit: int) -> list[Seed]:
         """Up to ``limit`` ready seeds, now in flight, in one transaction. Fewer (or none) when
         fewer are ready: ``pop()`` then tells when the next one will be."""
+        check_limit(limit)
         seeds: list[Seed] = []
         with self.transaction():
             while len(seeds) < limit and isinstance(popped := self.pop(), Ready):
@@ -81,6 +94,8 @@ class Frontier(ABC):
     def report_many(self, reports: Iterable[Report]) -> None:
         """Several reports in one transaction: all of them, or (on an error) none."""
         batch = list(reports)
+        for report in batch:
+            check_report(report)
         with self.transaction():
             self.check_in_flight([r.seed for r in batch if not isinstance(r, Backoff)])
             for report in batch:
@@ -111,6 +126,8 @@ class Frontier(ABC):
         """Pop nothing from the queue ``seed`` belongs to before ``until`` (a host that said
         ``Retry-After``), while other queues go on. True when it paused one; False on a storage
         without per-host (or per-key) queues, where the one queue is the whole crawl."""
+        check_seed(seed)
+        check_time("until", until)
         return False
 
     @abstractmethod

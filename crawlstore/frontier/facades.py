@@ -32,6 +32,8 @@ from .protocol import (
     Reschedule,
     Retry,
     Stats,
+    check_seed,
+    check_seeds,
 )
 from .snapshot import Snapshot
 
@@ -138,6 +140,7 @@ class Dedup(Facade):
         self.seen = seen
 
     def push(self, seed: Seed) -> Admission:
+        check_seed(seed)
         fp = seed.fingerprint
         with self.inner.transaction():
             if fp in self.seen:
@@ -150,7 +153,7 @@ class Dedup(Facade):
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         """The unseen seeds go inwards as one batch. A fingerprint repeated within the batch is
         pushed after it, one at a time, so it is refused only if its first copy was admitted."""
-        seeds = list(seeds)
+        seeds = check_seeds(seeds)
         results: list[Admission | None] = [None] * len(seeds)
         first: list[int] = []
         repeats: list[int] = []
@@ -183,13 +186,14 @@ class _Gate(Facade):
         raise NotImplementedError
 
     def push(self, seed: Seed) -> Admission:
+        check_seed(seed)
         reason = self.refusal(seed)
         if reason is not None:
             return self.inner.refuse(seed, reason)
         return self.inner.push(seed)
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
-        seeds = list(seeds)
+        seeds = check_seeds(seeds)
         reasons = [self.refusal(seed) for seed in seeds]
         with self.inner.transaction():
             passed = iter(
@@ -307,6 +311,7 @@ class RetryFacade(Facade):
         if not isinstance(report, Retry):
             self.inner.report(report)
             return
+        check_seed(report.seed)
         seed = report.seed
         retry = seed.attempt  # the attempt that failed is followed by retry number `attempt`
         if retry > self.policy.max_retries:
@@ -364,6 +369,7 @@ class Scored(Facade):
         self.scorer = scorer
 
     def _scored(self, seed: Seed) -> Seed:
+        check_seed(seed)
         priority = min(PRIORITY_MAX, max(PRIORITY_MIN, seed.priority + int(self.scorer(seed))))
         return seed.with_priority(priority)
 

@@ -30,6 +30,7 @@ from .protocol import (
     Wait,
     check_report,
     check_seed,
+    check_time,
     final_counters,
 )
 from .snapshot import ORDERS, Snapshot
@@ -191,6 +192,7 @@ class InMemFrontier(Frontier):
 
     def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
         check_seed(seed)
+        check_time("at", at)
         with self._write():
             self._seq += 1
             self._set_schedule(seed.fingerprint, (at, self._seq, seed, revisit))
@@ -232,6 +234,8 @@ class InMemFrontier(Frontier):
     def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
         """In memory, leases never expire: only checks that ``seed`` is in flight."""
         check_seed(seed)
+        if seconds is not None:
+            check_time("seconds", seconds, minimum=0)
         with self._lock:
             if not self._in_flight.get(seed.fingerprint):
                 raise NotInFlight(f"seed is not in flight: {seed!r}")

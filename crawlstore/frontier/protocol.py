@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..errors import InvalidArgument
 from ..seed import Seed, Tag
 
 __all__ = [
@@ -123,6 +125,10 @@ class Retry:
     seed: Seed
     after: float | None = None
 
+    def __post_init__(self) -> None:
+        if self.after is not None:
+            check_time("Retry.after", self.after, minimum=0)
+
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
@@ -133,6 +139,9 @@ class Backoff:
 
     tag: Tag | None
     until: float
+
+    def __post_init__(self) -> None:
+        check_time("Backoff.until", self.until)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +154,9 @@ class Reschedule:
     seed: Seed
     at: float
     retried: bool = False
+
+    def __post_init__(self) -> None:
+        check_time("Reschedule.at", self.at)
 
 
 Report = Done | Failed | Skipped | Cancelled | Retry | Backoff | Reschedule
@@ -172,6 +184,32 @@ def check_seed(seed: object) -> None:
         raise TypeError(
             f"expected a Seed (e.g. Seed.get(url)), not {type(seed).__name__}: {seed!r:.200}"
         )
+
+
+def check_seeds(seeds: Iterable[object]) -> list[Seed]:
+    """The seeds as a list, each checked by ``check_seed``."""
+    batch = list(seeds)
+    for seed in batch:
+        if not isinstance(seed, Seed):
+            check_seed(seed)
+    return batch  # type: ignore[return-value]
+
+
+def check_time(name: str, value: object, *, minimum: float | None = None) -> float:
+    """``value`` as a float: a finite number (epoch seconds, or seconds when ``minimum`` is 0),
+    else ``InvalidArgument`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidArgument(f"{name} must be a finite number of seconds: {value!r:.100}")
+    if minimum is not None and value < minimum:
+        raise InvalidArgument(f"{name} must be at least {minimum}: {value!r}")
+    return float(value)
+
+
+def check_limit(limit: object) -> int:
+    """A batch size: an int of at least 0, else ``InvalidArgument``."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidArgument(f"limit must be an int of at least 0: {limit!r:.100}")
+    return limit
 
 
 def check_report(report: object) -> None:

@@ -6,7 +6,7 @@ from ..revisit import Adapt, Revisit
 from ..seed import Seed
 from .base import Frontier
 from .facades import Facade
-from .protocol import Done, Empty, Failed, Pop, Report, Retry, Wait
+from .protocol import Done, Empty, Failed, Pop, Report, Retry, Wait, check_report
 
 __all__ = ["Revisits"]
 
@@ -57,6 +57,7 @@ class Revisits(Facade):
         return interval * factor
 
     def report(self, report: Report) -> None:
+        check_report(report)
         if not isinstance(report, (Done, Failed, Retry)):
             self.inner.report(report)
             return

@@ -21,7 +21,7 @@ from ..seed import Seed
 from ..seen import bloom_positions, bloom_size
 from .base import Frontier
 from .facades import Facade
-from .protocol import Admission, Pop, Ready, Reason, Skipped
+from .protocol import Admission, Pop, Ready, Reason, Skipped, check_seed, check_seeds
 
 __all__ = ["AvoidTraps", "BlockedPrefix", "TrapPolicy", "is_opaque", "url_shape"]
 
@@ -203,6 +203,7 @@ class AvoidTraps(Facade):
             self._traps[key] = blocked
 
     def push(self, seed: Seed) -> Admission:
+        check_seed(seed)
         shape = url_shape(seed.url)
         with self.inner.transaction():
             if f"{shape.prefix}\x00b" not in self._traps:
@@ -215,8 +216,9 @@ class AvoidTraps(Facade):
             return self.inner.refuse(seed, Reason.TRAP)
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        batch = check_seeds(seeds)
         with self.inner.transaction():
-            return [self.push(seed) for seed in seeds]
+            return [self.push(seed) for seed in batch]
 
     def pop(self) -> Pop:
         while True:

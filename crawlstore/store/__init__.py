@@ -13,7 +13,8 @@ from typing import Any, Literal, overload
 import lmdb
 
 from ..clock import Clock, system_clock
-from ..errors import StoreError
+from ..errors import InvalidArgument, StoreError
+from ..frontier.protocol import check_time
 from ..frontier.snapshot import ORDERS
 from . import keys
 from .backup import copy_compacted
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 _DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
+#: The longest crawl name, in UTF-8 bytes (names are keys).
+MAX_CRAWL_NAME = 200
 
 
 class Store:
@@ -73,7 +76,9 @@ class Store:
         if not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
         if map_size <= 0 or max_map_size <= 0:
-            raise ValueError(f"map sizes must be positive: {map_size}, {max_map_size}")
+            raise InvalidArgument(f"map sizes must be positive: {map_size}, {max_map_size}")
+        if check_time("flush_interval", flush_interval, minimum=0) == 0:
+            raise InvalidArgument("flush_interval must be more than 0 seconds")
         engine = Engine.acquire(
             path,
             durability=mode,
@@ -114,8 +119,10 @@ class Store:
     ) -> tuple[int, dict[str, Any]]:
         """The crawl's id and record, created when missing. A frontier fixes the crawl's order
         (``order``, or priority) the first time; a different order later is an error."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a crawl name is a non-empty str: {name!r}")
+        if not isinstance(name, str) or not 0 < len(name.encode("utf-8")) <= MAX_CRAWL_NAME:
+            raise InvalidArgument(
+                f"a crawl name is a str of 1 to {MAX_CRAWL_NAME} bytes: {name!r:.100}"
+            )
         if order is not None and order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}: {order!r}")
         key = name.encode("utf-8")

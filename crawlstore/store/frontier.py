@@ -13,7 +13,7 @@ import can_ada
 import lmdb
 
 from ..clock import Clock
-from ..errors import CorruptRecord, NotInFlight
+from ..errors import CorruptRecord, InvalidArgument, NotInFlight
 from ..frontier.base import Frontier, StateMap
 from ..frontier.protocol import (
     ACCEPTED,
@@ -28,6 +28,11 @@ from ..frontier.protocol import (
     Reschedule,
     Stats,
     Wait,
+    check_limit,
+    check_report,
+    check_seed,
+    check_seeds,
+    check_time,
     final_counters,
 )
 from ..frontier.snapshot import Snapshot
@@ -54,6 +59,12 @@ QueueKey = Callable[[Seed], str]
 #: How many queues placed by another view's defaults one pop re-places before it gives up.
 _REPLACEMENTS = 64
 _UNSET: Any = object()
+
+
+def _check_cap(cap: object) -> int | None:
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise InvalidArgument(f"max_in_flight must be None or an int of at least 1: {cap!r}")
+    return cap
 
 
 def host_key(seed: Seed) -> str:
@@ -100,14 +111,6 @@ class StoreFrontier(Frontier):
         self._store = store
         self._engine = store._engine
         self._clock = store.clock
-        self.crawl = crawl
-        self._crawl_key = crawl.encode("utf-8")
-        self._cid, record = store._crawl(crawl, order, frontier=True)
-        self.order: str = record["order"] or "priority"
-        self._prefix = keys.u32(self._cid)
-        self._kinds = (self._prefix + b"\x00", self._prefix + b"\x01")
-        self._ready_hint = (self._prefix, "ready")  # keys of the transaction's hints
-        self._due_hint = (self._prefix, "due")
         self._one_queue = queues is None or queues == "single"
         if self._one_queue:
             self._queue_key: QueueKey = lambda seed: ""
@@ -118,15 +121,21 @@ class StoreFrontier(Frontier):
         elif callable(queues):
             self._queue_key = queues
         else:
-            raise ValueError(f"queues must be None, 'host' or a function: {queues!r}")
+            raise InvalidArgument(f"queues must be None, 'host' or a function: {queues!r}")
         if max_in_flight == "auto":
             max_in_flight = None
-        if delay < 0 or (max_in_flight is not None and max_in_flight < 1):
-            raise ValueError("delay must be >= 0 and max_in_flight >= 1")
-        self.delay = delay
-        self.max_in_flight = max_in_flight
-        self.lease_time = lease_time
-        self.reap_interval = reap_interval
+        self.delay = check_time("delay", delay, minimum=0)
+        self.max_in_flight = _check_cap(max_in_flight)
+        self.lease_time = check_time("lease_time", lease_time, minimum=0)
+        self.reap_interval = check_time("reap_interval", reap_interval, minimum=0)
+        self._cid, record = store._crawl(crawl, order, frontier=True)  # checked: now create it
+        self.crawl = crawl
+        self._crawl_key = crawl.encode("utf-8")
+        self.order: str = record["order"] or "priority"
+        self._prefix = keys.u32(self._cid)
+        self._kinds = (self._prefix + b"\x00", self._prefix + b"\x01")
+        self._ready_hint = (self._prefix, "ready")  # keys of the transaction's hints
+        self._due_hint = (self._prefix, "due")
         self._qids: dict[str, int] = {}
         self._qkeys: dict[int, bytes] = {}
         self._next_check = -math.inf  # when to look over the leases again (see _check_leases)
@@ -147,7 +156,7 @@ class StoreFrontier(Frontier):
         qid = self._qids.get(key)
         if qid is not None:
             return qid
-        name_key = self._prefix + key.encode("utf-8")
+        name_key = keys.text_key(self._prefix, key, "a queue key")
         raw = ctx.txn.get(name_key, db=ctx.dbs["qnames"])
         if raw is not None:
             qid = keys.read_u32(raw)
@@ -228,6 +237,8 @@ class StoreFrontier(Frontier):
     # -- the protocol ---------------------------------------------------------------------------
 
     def push(self, seed: Seed) -> Admission:
+        check_seed(seed)
+
         def op(ctx: WriteContext) -> Admission:
             self._enqueue(ctx, seed, 1)
             counters = ctx.counters(self._prefix)
@@ -238,7 +249,7 @@ class StoreFrontier(Frontier):
         return self._engine.run(op)
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
-        seeds = list(seeds)
+        seeds = check_seeds(seeds)
 
         def op(ctx: WriteContext) -> list[Admission]:
             added: Counter[int] = Counter()
@@ -266,6 +277,8 @@ class StoreFrontier(Frontier):
         return Admission(reason)
 
     def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
+        check_seed(seed)
+        check_time("at", at)
         self._engine.run(lambda ctx: self._schedule(ctx, seed, at, revisit))
 
     def _due_key(self, kind: int, at: float, seq: int) -> bytes:
@@ -383,6 +396,7 @@ class StoreFrontier(Frontier):
         return seed
 
     def pop_many(self, limit: int) -> list[Seed]:
+        check_limit(limit)
         return self._engine.run(lambda ctx: self._pop_many(ctx, limit))
 
     def _pop_many(self, ctx: WriteContext, limit: int) -> list[Seed]:
@@ -445,6 +459,7 @@ class StoreFrontier(Frontier):
         return seeds
 
     def report(self, report: Report) -> None:
+        check_report(report)
         if isinstance(report, Backoff):
             return  # pauses need tag_backoff()
         self._engine.run(lambda ctx: self._report(ctx, report))
@@ -454,6 +469,8 @@ class StoreFrontier(Frontier):
 
     def report_many(self, reports: Iterable[Report]) -> None:
         batch = list(reports)  # a retried transaction (the map grew) reads it again
+        for report in batch:
+            check_report(report)
         self._engine.run(lambda ctx: self._report_many(ctx, batch))
 
     def _report_many(self, ctx: WriteContext, reports: Iterable[Report]) -> None:
@@ -543,6 +560,9 @@ class StoreFrontier(Frontier):
 
     def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
         """Keep a slow seed leased ``seconds`` (default ``lease_time``) from now."""
+        check_seed(seed)
+        if seconds is not None:
+            check_time("seconds", seconds, minimum=0)
 
         def op(ctx: WriteContext) -> None:
             found = self._find_lease(ctx, seed)
@@ -646,6 +666,10 @@ class StoreFrontier(Frontier):
         self, key: str, *, delay: float | None = _UNSET, max_in_flight: int | None = _UNSET
     ) -> None:
         """Override the default delay or in-flight cap of one queue (None: the default again)."""
+        if delay is not _UNSET and delay is not None:
+            check_time("delay", delay, minimum=0)
+        if max_in_flight is not _UNSET:
+            _check_cap(max_in_flight)
 
         def op(ctx: WriteContext) -> None:
             qid = self._qid(ctx, key)
@@ -660,6 +684,7 @@ class StoreFrontier(Frontier):
 
     def block_queue(self, key: str, until: float) -> None:
         """Pop nothing from this queue before ``until`` (epoch seconds)."""
+        check_time("until", until)
 
         def op(ctx: WriteContext) -> None:
             qid = self._qid(ctx, key)
@@ -672,6 +697,8 @@ class StoreFrontier(Frontier):
     def pause_queue(self, seed: Seed, until: float) -> bool:
         """Block the queue of ``seed`` until ``until`` (a block already longer stays); False,
         and nothing paused, when the crawl's seeds are in one queue."""
+        check_seed(seed)
+        check_time("until", until)
         if self._one_queue:
             return False
         key = self._queue_key(seed)
@@ -690,7 +717,9 @@ class StoreFrontier(Frontier):
         """The state of the queue named ``key``; None when there is none."""
 
         def read(txn: lmdb.Transaction) -> QueueInfo | None:
-            raw = txn.get(self._prefix + key.encode("utf-8"), db=self._engine.dbs["qnames"])
+            raw = txn.get(
+                keys.text_key(self._prefix, key, "a queue key"), db=self._engine.dbs["qnames"]
+            )
             if raw is None:
                 return None
             qkey = self._prefix + bytes(raw)

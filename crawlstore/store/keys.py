@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 from collections.abc import Callable
@@ -49,3 +50,19 @@ def order_key(order: str, priority: int, cls: int, seq: int) -> bytes:
     if order == "lifo" and cls == 1:
         seq = U64_MAX - seq
     return _RANK_CLASS_SEQ.pack(rank, cls, seq)
+
+
+#: Keys longer than this (LMDB allows 511 bytes) hold a digest of their text part instead; a
+#: digest starts with 0xFF, which UTF-8 never does.
+MAX_KEY = 400
+HASHED = b"\xff"
+
+
+def text_key(prefix: bytes, text: str, what: str = "a key") -> bytes:
+    """``prefix`` and ``text`` in UTF-8, or a digest of ``text`` when that would be too long."""
+    if not isinstance(text, str):
+        raise TypeError(f"{what} is a str, not {type(text).__name__}: {text!r:.100}")
+    raw = text.encode("utf-8")
+    if len(prefix) + len(raw) > MAX_KEY:
+        return prefix + HASHED + hashlib.blake2b(raw, digest_size=20).digest()
+    return prefix + raw

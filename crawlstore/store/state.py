@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import lmdb
 
+from ..errors import InvalidArgument
+from . import keys
 from .engine import WriteContext, pack, unpack
 
 if TYPE_CHECKING:
     from .engine import Engine
 
 
-#: Keys longer than this (LMDB allows 511 bytes) are stored under a digest, with the key kept
-#: in the value; a digest key starts with 0xFF, which UTF-8 never does.
-_MAX_KEY = 400
-_HASHED = b"\xff"
+_HASHED = keys.HASHED  # a long key is stored under a digest, with the key kept in the value
 
 
 class StoreStateMap(MutableMapping[str, Any]):
@@ -26,15 +24,16 @@ class StoreStateMap(MutableMapping[str, Any]):
 
     def __init__(self, engine: Engine, crawl_prefix: bytes, namespace: str) -> None:
         self._engine = engine
+        if not isinstance(namespace, str) or not 0 < len(namespace.encode("utf-8")) <= 100:
+            raise InvalidArgument(
+                f"a state namespace is a str of 1 to 100 bytes: {namespace!r:.100}"
+            )
+        if "\x00" in namespace:
+            raise InvalidArgument(f"a state namespace holds no NUL: {namespace!r:.100}")
         self._prefix = crawl_prefix + namespace.encode("utf-8") + b"\x00"
 
     def _key(self, key: str) -> bytes:
-        if not isinstance(key, str):
-            raise TypeError(f"state keys are str, not {type(key).__name__}")
-        raw = key.encode("utf-8")
-        if len(self._prefix) + len(raw) > _MAX_KEY:
-            return self._prefix + _HASHED + hashlib.blake2b(raw, digest_size=20).digest()
-        return self._prefix + raw
+        return keys.text_key(self._prefix, key, "a state key")
 
     def __getitem__(self, key: str) -> Any:
         k = self._key(key)

@@ -23,8 +23,13 @@ class StoreValidators:
         self._prefix = crawl_prefix
         self._clock = clock
 
+    def _key(self, fp: object) -> bytes:
+        if not isinstance(fp, bytes) or len(fp) != 16:
+            raise TypeError(f"a fingerprint is 16 bytes: {fp!r:.100}")
+        return self._prefix + fp
+
     def get(self, fp: bytes) -> Validator | None:
-        key = self._prefix + fp
+        key = self._key(fp)
         raw = self._engine.read(lambda txn: txn.get(key, db=self._engine.dbs["validators"]))
         if raw is None:
             return None
@@ -34,7 +39,7 @@ class StoreValidators:
 
     def stored_at(self, fp: bytes) -> float | None:
         """When the validators of ``fp`` were recorded."""
-        key = self._prefix + fp
+        key = self._key(fp)
         raw = self._engine.read(lambda txn: txn.get(key, db=self._engine.dbs["validators"]))
         return float(unpack("validators", key, raw)[2]) if raw is not None else None
 
@@ -51,16 +56,17 @@ class StoreValidators:
 
     def put(self, fp: bytes, validator: Validator) -> None:
         """Store ``validator``; an empty one deletes what was stored."""
-        if len(fp) != 16:
-            raise TypeError(f"a fingerprint is 16 bytes: {fp!r}")
-        key = self._prefix + fp
+        key = self._key(fp)
+        if not isinstance(validator, Validator):
+            raise TypeError(f"expected a Validator, not {type(validator).__name__}")
         value = (
             pack([validator.etag, validator.last_modified, self._clock()]) if validator else None
         )
         self._engine.run(lambda ctx: self._change(ctx, key, value))
 
     def delete(self, fp: bytes) -> None:
-        self._engine.run(lambda ctx: self._change(ctx, self._prefix + fp, None))
+        key = self._key(fp)
+        self._engine.run(lambda ctx: self._change(ctx, key, None))
 
     def __len__(self) -> int:
         return int(self._engine.read_counters(self._prefix).get("validators", 0))
