@@ -101,4 +101,14 @@ def test_a_refused_push_leaves_the_store_unchanged(offers: list[tuple[str, str, 
             except InvalidSeed:
                 assert (f.stats(), len(store.seen()), f.snapshot()) == before
                 continue
-            f.push(seed)
+            stats, seen, snapshot = before
+            if f.push(seed):  # admitted: exactly this seed went in, and into the seen set
+                assert f.stats().admitted == stats.admitted + 1
+                assert len(store.seen()) == seen + 1 and seed.fingerprint in store.seen()
+                assert f.snapshot().queued == (*snapshot.queued, seed)
+            else:  # a duplicate: only the refusal is counted
+                assert f.stats().refused == {
+                    **stats.refused,
+                    "duplicate": stats.refused.get("duplicate", 0) + 1,
+                }
+                assert (len(store.seen()), f.snapshot()) == (seen, snapshot)
