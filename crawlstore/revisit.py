@@ -1,7 +1,7 @@
 """Revisit intervals that belong to the tag type: ``RevisitTags`` members carry ``revisit("1h")``.
 
-The Python analogue of spire's ``#[derive(Revisit)]``: a malformed, zero or negative interval is
-rejected when the class is defined, with an error naming the member and the string.
+A malformed, zero or negative interval is rejected when the class is defined (at import, not when
+a crawl first meets the tag), with an error naming the member and the string.
 """
 
 from __future__ import annotations

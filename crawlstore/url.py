@@ -32,7 +32,7 @@ FINGERPRINT_VERSION = 1
 #: Query keys removed by default (compared lower-cased), besides any key starting with ``utm_``.
 TRACKING_PARAMS: frozenset[str] = frozenset(
     {
-        # spire's list
+        # the common click and campaign identifiers
         "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "yclid", "igshid",
         "mc_cid", "mc_eid", "_ga", "_gl", "ref_src",
         # beyond it

@@ -11,7 +11,6 @@ from ..clock import Clock
 from ..seed import Seed
 from .protocol import (
     Admission,
-    Backoff,
     Pop,
     Ready,
     Reason,
@@ -97,14 +96,8 @@ class Frontier(ABC):
         for report in batch:
             check_report(report)
         with self.transaction():
-            self.check_in_flight([r.seed for r in batch if not isinstance(r, Backoff)])
             for report in batch:
                 self.report(report)
-
-    @abstractmethod
-    def check_in_flight(self, seeds: Iterable[Seed]) -> None:
-        """Raise ``NotInFlight`` unless every one of ``seeds`` (counted with repeats) is in
-        flight; storages without rollback check before a batch of reports applies."""
 
     @abstractmethod
     def refuse(self, seed: Seed, reason: Reason) -> Admission:

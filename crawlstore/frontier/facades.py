@@ -92,9 +92,6 @@ class Facade(Frontier):
     def report(self, report: Report) -> None:
         self.inner.report(report)
 
-    def check_in_flight(self, seeds: Iterable[Seed]) -> None:
-        self.inner.check_in_flight(seeds)
-
     def refuse(self, seed: Seed, reason: Reason) -> Admission:
         return self.inner.refuse(seed, reason)
 

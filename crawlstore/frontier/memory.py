@@ -6,7 +6,7 @@ import contextlib
 import heapq
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 from .. import journal
@@ -257,14 +257,6 @@ class InMemFrontier(Frontier):
                 # Without retry() a Retry is refused: the seed fails.
                 for name in final_counters(report):
                     self._count(self._counters, name)
-
-    def check_in_flight(self, seeds: Iterable[Seed]) -> None:
-        seeds = list(seeds)
-        with self._lock:
-            for fp, count in Counter(seed.fingerprint for seed in seeds).items():
-                if len(self._in_flight.get(fp, ())) < count:
-                    seed = next(seed for seed in seeds if seed.fingerprint == fp)
-                    raise NotInFlight(f"seed is not in flight: {seed!r}")
 
     def state(self, namespace: str) -> StateMap:
         with self._lock:

@@ -464,9 +464,6 @@ class StoreFrontier(Frontier):
             return  # pauses need tag_backoff()
         self._engine.run(lambda ctx: self._report(ctx, report))
 
-    def check_in_flight(self, seeds: Iterable[Seed]) -> None:
-        """Nothing to check ahead: a failed report rolls the store's transaction back."""
-
     def report_many(self, reports: Iterable[Report]) -> None:
         batch = list(reports)  # a retried transaction (the map grew) reads it again
         for report in batch:

@@ -1,0 +1,66 @@
+"""The docs speak to users about the library: every public name is documented, and nothing in
+them points at the project's own history or at files users do not have."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import crawlstore
+from crawlstore import (
+    BloomSeen,
+    Frontier,
+    InMemFrontier,
+    InMemSeen,
+    InMemValidators,
+    ManualClock,
+    Seed,
+    Snapshot,
+    Stats,
+    Store,
+    StoreFrontier,
+    Validator,
+)
+from crawlstore.integrations import httpx as httpx_glue
+from crawlstore.revalidate import Revalidate
+from crawlstore.store import StoreBloomSeen, StoreSeen, StoreValidators
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+TEXT = "\n".join(p.read_text() for p in DOCS)
+
+CLASSES = [Frontier, InMemFrontier, Store, StoreFrontier, StoreSeen, StoreBloomSeen,
+           StoreValidators, InMemSeen, BloomSeen, InMemValidators, Revalidate, Snapshot, Stats,
+           Validator, Seed, ManualClock]  # fmt: skip
+
+
+def _public(cls: type) -> list[str]:
+    return sorted(n for n in dir(cls) if not n.startswith("_"))
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_every_public_method_is_documented(cls: type) -> None:
+    missing = [n for n in _public(cls) if not re.search(rf"`[^`]*\b{n}\b[^`]*`", TEXT)]
+    assert not missing, f"{cls.__name__}: {missing} appear in no code span of the docs"
+
+
+def test_every_exported_name_is_documented() -> None:
+    names = [*crawlstore.__all__, *httpx_glue.__all__]
+    missing = [n for n in names if not re.search(rf"`[^`]*\b{n}\b[^`]*`", TEXT)]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"\bspire\b", r"shared/", r"\(issue \d+\)", r"\bissue \d+\b", r"this session"]
+)
+def test_no_history_and_no_outside_files(pattern: str) -> None:
+    found = [(p.name, m.group(0)) for p in DOCS for m in re.finditer(pattern, p.read_text(), re.I)]
+    assert not found, found
+
+
+def test_what_len_and_stats_count_is_said() -> None:
+    frontier = (ROOT / "docs" / "frontier.md").read_text()
+    assert re.search(r"`len\(f\)`[^\n]*revisits", frontier)
+    assert re.search(r"`stats\(\)`[^\n]*whole life", frontier)
