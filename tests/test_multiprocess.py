@@ -6,6 +6,7 @@ import os
 import select
 import signal
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,7 @@ def fork(target: Callable[[str, int], None], path: Path, count: int) -> tuple[li
             try:
                 target(str(path), write_fd)
             except BaseException:
+                traceback.print_exc()
                 code = 1
             os._exit(code)
         pids.append(pid)

@@ -30,31 +30,47 @@ def check_file(path: Path) -> bool:
     """True when ``path`` exists and LMDB can read all of it; False when it does not exist.
 
     ``NotAStore`` when it is not LMDB; ``CorruptStore`` when it is torn: shorter than its
-    newest meta page says, with a page it can reach missing."""
+    newest meta page says, with a page it can reach missing. Other processes may write the
+    file meanwhile: the meta pages are read before the size (LMDB writes a commit's pages, which
+    extend the file, before its meta page), and a short file's free list is read again when a
+    commit came in between."""
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(_META_END)
-            if len(head) < _META_END or head[16:20] != _MAGIC:
-                raise NotAStore(f"{path} is not a crawlstore store (no LMDB header)")
-            page_size = int.from_bytes(head[40:44], "little")
-            if not 512 <= page_size <= 65536 or page_size & (page_size - 1):
-                raise CorruptStore(f"{path}: its meta page gives a page size of {page_size}")
-            f.seek(page_size)
-            second = f.read(_META_END)
-            metas = [m for m in (head, second) if len(m) == _META_END and m[16:20] == _MAGIC]
-            newest = max(metas, key=lambda m: int.from_bytes(m[144:152], "little"))
-            pages = int.from_bytes(newest[136:144], "little") + 1
-            if size >= pages * page_size:
-                return True
-            _check_short_tail(f, path, size, page_size, pages)
+            for _ in range(5):
+                page_size, txn_id, pages = _newest_meta(f, path)
+                size = os.fstat(f.fileno()).st_size
+                if size >= pages * page_size:
+                    return True
+                try:
+                    _check_short_tail(f, path, size, page_size, pages)
+                    return True
+                except CorruptStore:
+                    if _newest_meta(f, path)[1] == txn_id:
+                        raise  # no commit came in between: the file is torn
+            raise CorruptStore(f"{path} changes under every check of its end: written meanwhile")
     except FileNotFoundError:
         return False
     except PermissionError:
         raise StoreError(f"{path} cannot be read (no permission)") from None
     except IsADirectoryError:
         raise NotAStore(f"{path} is a directory, not a store file") from None
-    return True
+
+
+def _newest_meta(f: IO[bytes], path: Path) -> tuple[int, int, int]:
+    """(page size, transaction id, pages in use) of the newest of the two meta pages."""
+    f.seek(0)
+    head = f.read(_META_END)
+    if len(head) < _META_END or head[16:20] != _MAGIC:
+        raise NotAStore(f"{path} is not a crawlstore store (no LMDB header)")
+    page_size = int.from_bytes(head[40:44], "little")
+    if not 512 <= page_size <= 65536 or page_size & (page_size - 1):
+        raise CorruptStore(f"{path}: its meta page gives a page size of {page_size}")
+    f.seek(page_size)
+    second = f.read(_META_END)
+    metas = [m for m in (head, second) if len(m) == _META_END and m[16:20] == _MAGIC]
+    newest = max(metas, key=lambda m: int.from_bytes(m[144:152], "little"))
+    txn_id = int.from_bytes(newest[144:152], "little")
+    return page_size, txn_id, int.from_bytes(newest[136:144], "little") + 1
 
 
 def _check_short_tail(f: IO[bytes], path: Path, size: int, page_size: int, pages: int) -> None:
