@@ -10,6 +10,7 @@ and never handed to the engine) can tell. It is read only when the file is short
 
 from __future__ import annotations
 
+import array
 import os
 from pathlib import Path
 from typing import IO, Any
@@ -80,12 +81,12 @@ def _check_short_tail(f: IO[bytes], path: Path, size: int, page_size: int, pages
     end = pages * page_size
     torn = f"{path} is torn: it holds {size} bytes, its last committed page ends at {end}"
     try:
-        free, problems = _free_pages(f, size)
+        free, problems = _free_among(f, size, range(whole, pages))
     except lmdb.verify.VerifyError as exc:
         raise CorruptStore(f"{torn} ({exc})") from None
     if problems:
         raise CorruptStore(f"{torn}, and its free list is damaged: {problems[0]}")
-    missing = [pg for pg in range(whole, pages) if not free[pg]]
+    missing = [pg for pg in range(whole, pages) if pg not in free]
     if missing:
         raise CorruptStore(
             f"{torn}: {len(missing)} of the {pages - whole} pages past its end hold data "
@@ -93,9 +94,11 @@ def _check_short_tail(f: IO[bytes], path: Path, size: int, page_size: int, pages
         )
 
 
-def _free_pages(f: IO[bytes], size: int) -> tuple[bytearray, list[str]]:
-    """The newest commit's free pages (a bitmap by page number) and the free list's problems;
-    ``VerifyError`` when the meta pages cannot be read at all."""
+def _free_among(f: IO[bytes], size: int, wanted: range) -> tuple[set[int], list[str]]:
+    """Which of the ``wanted`` pages the newest commit's free list holds, and the free list's
+    problems; ``VerifyError`` when the meta pages cannot be read at all. The list's tree is
+    walked by py-lmdb's verifier; its page lists are searched in C (a large file can free a
+    hundred thousand pages)."""
     verify: Any = lmdb.verify  # its walker's parts are not typed
     verifier = verify._Verifier(f, size)
     verifier.detect_engine()
@@ -103,6 +106,14 @@ def _free_pages(f: IO[bytes], size: int) -> tuple[bytearray, list[str]]:
     verifier.live = bytearray(verifier.next_pgno)
     verifier.free = bytearray(verifier.next_pgno)
     verifier._verify_tree("freeDB", verifier.meta.free, verify._cmp_int, None, is_free=True)
+    problems = list(verifier.errors)
+    wanted_pages, free = set(wanted), set()
     for txnid, data in verifier.free_records:
-        verifier._decode_idl(txnid, data)
-    return verifier.free, list(verifier.errors)
+        pages = array.array("Q")
+        if len(data) % pages.itemsize == 0:
+            pages.frombytes(data)
+        if not pages or pages[0] != len(pages) - 1:
+            problems.append(f"freeDB: record {txnid} is not a list of pages")
+            continue
+        free |= wanted_pages.intersection(pages[1:])
+    return free, problems
