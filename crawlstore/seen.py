@@ -6,7 +6,7 @@ import logging
 import math
 import threading
 from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import msgpack
 from bitarray import bitarray
@@ -50,28 +50,42 @@ def _unpack(kind: str, data: bytes) -> dict[str, object]:
 
 
 class InMemSeen:
-    """An exact seen set in memory (about 80 bytes a fingerprint in CPython). An insert inside
-    a transaction is undone when the transaction rolls back."""
+    """An exact seen set in memory (about 80 bytes a fingerprint in CPython). Inserts inside a
+    transaction are kept aside until it commits (other threads may share the set: they never
+    see them before), and dropped when it rolls back."""
 
     def __init__(self, fingerprints: Iterable[bytes] = ()) -> None:
         self._set = {Fingerprint(fp) for fp in fingerprints}
         self._lock = threading.Lock()
+        self._aside: journal.Aside[set[Fingerprint]] = journal.Aside(set, self._commit)
+
+    def _commit(self, fps: set[Fingerprint]) -> None:
+        with self._lock:
+            self._set |= fps
 
     def insert(self, fp: Fingerprint) -> bool:
+        txn = journal.current()
         with self._lock:
             if fp in self._set:
                 return False
-            self._set.add(fp)
-        undos = journal.active()
-        if undos is not None:
-            undos.append(lambda: self._set.discard(fp))
-        return True
+            if txn is None:
+                self._set.add(fp)
+                return True
+            pending = self._aside.for_write(txn)
+            if fp in pending:
+                return False
+            pending.add(fp)
+            return True
 
     def __contains__(self, fp: object) -> bool:
-        return fp in self._set
+        if fp in self._set:
+            return True
+        pending = self._aside.of(journal.current())
+        return pending is not None and fp in pending
 
     def __len__(self) -> int:
-        return len(self._set)
+        pending = self._aside.of(journal.current())
+        return len(self._set) + (len(pending) if pending is not None else 0)
 
     def snapshot(self) -> bytes:
         """msgpack bytes; ``InMemSeen.restore`` reads them back."""
@@ -107,8 +121,8 @@ def bloom_positions(fp: bytes, bits: int, hashes: int) -> list[int]:
 class BloomSeen:
     """A Bloom filter of fingerprints: about 1.2 bytes a URL at 1%, never a false negative.
 
-    Past ``expected`` insertions the false-positive rate climbs; it logs a warning once. An
-    insert inside a transaction is undone when the transaction rolls back.
+    Past ``expected`` insertions the false-positive rate climbs; it logs a warning once. Inserts
+    inside a transaction are kept aside until it commits, and dropped when it rolls back.
     """
 
     def __init__(self, expected: int, fp_rate: float = 0.01) -> None:
@@ -120,46 +134,63 @@ class BloomSeen:
         self._inserted = 0
         self._warned = False
         self._lock = threading.Lock()
+        #: a transaction's inserts: [how many, the bit positions they set]
+        self._aside: journal.Aside[list[Any]] = journal.Aside(lambda: [0, set()], self._commit)
 
     def insert(self, fp: Fingerprint) -> bool:
         positions = bloom_positions(fp, self.bits, self.hashes)
+        txn = journal.current()
         with self._lock:
             array = self._array
-            set_here = [p for p in positions if not array[p]]
-            for p in set_here:
-                array[p] = 1
-            new = bool(set_here)
-            if new:
-                undos = journal.active()
-                if undos is not None:
-                    undos.append(lambda: self._unset(set_here))
-                self._inserted += 1
-                if self._inserted > self.expected and not self._warned:
-                    self._warned = True
-                    log.warning(
-                        "BloomSeen holds %d fingerprints, past its expected %d: "
-                        "false positives will exceed %.3g",
-                        self._inserted,
-                        self.expected,
-                        self.fp_rate,
-                    )
-            return new
+            if txn is None:
+                new = False
+                for p in positions:
+                    if not array[p]:
+                        array[p] = 1
+                        new = True
+                if new:
+                    self._count(1)
+                return new
+            pending = self._aside.for_write(txn)
+            bits = pending[1]
+            if all(array[p] or p in bits for p in positions):
+                return False
+            bits.update(positions)
+            pending[0] += 1
+            return True
 
-    def _unset(self, positions: list[int]) -> None:
+    def _commit(self, pending: list[Any]) -> None:
         with self._lock:
-            for p in positions:
-                self._array[p] = 0
-            self._inserted -= 1
+            for p in pending[1]:
+                self._array[p] = 1
+            self._count(pending[0])
+
+    def _count(self, inserted: int) -> None:
+        self._inserted += inserted
+        if self._inserted > self.expected and not self._warned:
+            self._warned = True
+            log.warning(
+                "BloomSeen holds %d fingerprints, past its expected %d: "
+                "false positives will exceed %.3g",
+                self._inserted,
+                self.expected,
+                self.fp_rate,
+            )
 
     def __contains__(self, fp: object) -> bool:
         if not isinstance(fp, bytes) or len(fp) != _FP:
             return False
         array = self._array
-        return all(array[p] for p in bloom_positions(fp, self.bits, self.hashes))
+        positions = bloom_positions(fp, self.bits, self.hashes)
+        pending = self._aside.of(journal.current())
+        if pending is None:
+            return all(array[p] for p in positions)
+        return all(array[p] or p in pending[1] for p in positions)
 
     def __len__(self) -> int:
         """Fingerprints inserted (as the filter could tell them apart)."""
-        return self._inserted
+        pending = self._aside.of(journal.current())
+        return self._inserted + (pending[0] if pending is not None else 0)
 
     @property
     def nbytes(self) -> int:

@@ -129,14 +129,32 @@ class Validators(Protocol):
 
 
 class InMemValidators:
-    """Validators in a dict, for one run; changes inside a transaction are undone when it
-    rolls back."""
+    """Validators in a dict, for one run. Changes inside a transaction are kept aside until it
+    commits (other threads never see them before), and dropped when it rolls back."""
 
     def __init__(self) -> None:
         self._map: dict[Fingerprint, Validator] = {}
         self._lock = threading.Lock()
+        #: a transaction's changes: fingerprint -> validator, or None for a deletion
+        self._aside: journal.Aside[dict[Fingerprint, Validator | None]] = journal.Aside(
+            dict, self._commit
+        )
+
+    def _commit(self, changes: dict[Fingerprint, Validator | None]) -> None:
+        with self._lock:
+            for fp, validator in changes.items():
+                self._apply(fp, validator)
+
+    def _apply(self, fp: Fingerprint, validator: Validator | None) -> None:
+        if validator is None:
+            self._map.pop(fp, None)
+        else:
+            self._map[fp] = validator
 
     def get(self, fp: Fingerprint) -> Validator | None:
+        changes = self._aside.of(journal.current())
+        if changes is not None and fp in changes:
+            return changes[fp]
         return self._map.get(fp)
 
     def put(self, fp: Fingerprint, validator: Validator) -> None:
@@ -149,13 +167,18 @@ class InMemValidators:
         self._set(fp, None)
 
     def _set(self, fp: Fingerprint, validator: Validator | None) -> None:
+        txn = journal.current()
         with self._lock:
-            old = self._map.pop(fp, None)
-            if validator is not None:
-                self._map[fp] = validator
-        undos = journal.active()
-        if undos is not None and old is not validator:
-            undos.append(lambda: self._set(fp, old))
+            if txn is None:
+                self._apply(fp, validator)
+            else:
+                self._aside.for_write(txn)[fp] = validator
 
     def __len__(self) -> int:
-        return len(self._map)
+        changes = self._aside.of(journal.current())
+        if not changes:
+            return len(self._map)
+        with self._lock:
+            return len(self._map.keys() - changes.keys()) + sum(
+                v is not None for v in changes.values()
+            )

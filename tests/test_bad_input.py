@@ -120,3 +120,20 @@ def test_long_keys_are_stored_under_a_digest(tmp_path: Path) -> None:
         assert dict(state) == {"k" * 2000: 1}
         bad = store.frontier(crawl="other", queues=lambda seed: 5)  # type: ignore[arg-type,return-value]
         _unchanged(bad, lambda: bad.push(Seed.get("https://e.com/")), TypeError, "queue key")
+
+
+def test_facade_state_and_refusals_take_what_the_store_takes(make_frontier: MakeFrontier) -> None:
+    f = make_frontier()
+    state = f.state("user")
+    for key, value, error in ((5, 1, TypeError), ("k", object(), TypeError)):
+        with pytest.raises(error):
+            state[key] = value  # type: ignore[index]
+    assert dict(state) == {}
+    state["k"] = {"a": [1, 2]}
+    copy = state["k"]
+    copy["a"].append(3)  # a read is a copy, on every storage
+    assert state["k"] == {"a": [1, 2]}
+    for namespace in ("", "x" * 101, "a\x00b"):
+        with pytest.raises(InvalidArgument):
+            f.state(namespace)
+    _unchanged(f, lambda: f.refuse(Seed.get("https://e.com/"), None), TypeError, "Reason")  # type: ignore[arg-type]

@@ -108,6 +108,9 @@ def test_retry_after_in_seconds_and_dates(clock: ManualClock) -> None:
     for bad in ("soon", "-5", "1.5", "Mon, 32 Foo 2020 99:00:00"):
         assert retry_at(answer(429, **{"retry-after": bad}), now) is None
     assert retry_at(answer(429), now) is None
+    superscript = httpx.Response(429, headers=[(b"retry-after", b"\xb2")],  # "²" to str.isdigit
+                                 request=httpx.Request("GET", "https://e.com/"))  # fmt: skip
+    assert retry_at(superscript, now) is None
 
 
 def test_a_429_with_retry_after_pauses_only_its_host(tmp_path: Path, clock: ManualClock) -> None:

@@ -281,3 +281,31 @@ def test_four_processes_of_eight_threads_with_kills(tmp_path: Path) -> None:
         tagged_done = {Seed.get(u).fingerprint for u in done if int(u.rsplit("/", 1)[1]) >= SEEDS}
         assert tagged_done <= revisits  # each page done has its revisit scheduled
         assert tagged_done <= set(store.seen())  # the linked pages were admitted through dedup
+
+
+def test_a_fork_while_another_thread_opens_a_store_in_a_transaction(tmp_path: Path) -> None:
+    import threading
+
+    store = Store.open(tmp_path / "a.lmdb", durability="group")
+    in_transaction, forked, worker_done = threading.Event(), threading.Event(), threading.Event()
+
+    def worker() -> None:  # inside a transaction, opens and closes another store
+        with store.transaction():
+            store.frontier().push(Seed.get("http://a.test/1"))
+            in_transaction.set()
+            forked.wait(0.2)  # the fork is asked for meanwhile (and waits for this to end)
+            with Store.open(tmp_path / "b.lmdb", durability="group") as other:
+                other.frontier().push(Seed.get("http://b.test/1"))
+        worker_done.set()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert in_transaction.wait(30)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    forked.set()
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    thread.join(30)
+    assert worker_done.is_set() and len(store.frontier()) == 1
+    store.close()

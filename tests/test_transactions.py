@@ -242,3 +242,119 @@ def test_tasks_that_never_await_inside_transactions_share_a_frontier(
     assert len(f) == 200
     if store is not None:
         store.close()
+
+
+# -- regressions from a review: what rolls back, and what must not -------------------------
+
+
+def test_an_abandoned_async_generator_rolls_its_transaction_back(tmp_path: Path) -> None:
+    import gc
+    import threading
+
+    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+        f = store.frontier().dedup()
+        seed = Seed.get("http://a.test/x")
+
+        async def pages() -> object:
+            with store.transaction():  # held across a yield: asyncio closes it from a task
+                f.push(seed)
+                yield 1
+
+        async def main() -> None:
+            async for _ in pages():  # type: ignore[attr-defined]
+                break
+            gc.collect()
+            await asyncio.sleep(0.05)  # the finalizer's aclose() runs
+
+        asyncio.run(main())
+        assert len(f) == 0 and seed.fingerprint not in f.seen  # both rolled back
+        done = threading.Event()
+        thread = threading.Thread(target=lambda: (f.push(seed), done.set()))
+        thread.start()
+        thread.join(30)
+        assert done.is_set() and len(f) == 1  # and the lock was released
+
+
+def test_trap_budgets_roll_back_in_memory_and_on_the_store(make_frontier: MakeFrontier) -> None:
+    from crawlstore.frontier.traps import TrapPolicy
+
+    f = make_frontier().avoid_traps_with(TrapPolicy(max_urls=2))
+    assert f.push(Seed.get("https://h.com/x/0"))
+    for i in range(3):
+        with pytest.raises(Boom), f.transaction():
+            f.push(Seed.get(f"https://h.com/x/r{i}"))
+            raise Boom
+    assert f.push(Seed.get("https://h.com/x/new"))  # the rolled-back pushes were not counted
+    assert len(f) == 2
+
+
+def test_a_memory_frontier_over_a_store_seen_set_rolls_back_whole(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+        f = InMemFrontier.fifo().dedup_with(store.seen())
+        seed = Seed.get("https://e.com/a")
+        with pytest.raises(Boom), f.transaction():
+            assert f.push(seed)
+            raise Boom
+        assert len(f) == 0 and seed.fingerprint not in store.seen()
+        with f.transaction():  # and commits whole
+            f.push(seed)
+        assert len(f) == 1 and seed.fingerprint in store.seen()
+
+
+@pytest.mark.parametrize("kind", ["exact", "bloom"])
+def test_a_shared_seen_set_never_loses_another_thread_s_insert(kind: str) -> None:
+    import threading
+
+    seen = InMemSeen() if kind == "exact" else BloomSeen(5000)
+    f = InMemFrontier.fifo().dedup_with(seen)
+    x = Seed.get("http://a.test/x")
+    others = [Seed.get(f"http://a.test/{i}").fingerprint for i in range(2000)]
+    answers: list[bool] = []
+
+    def other_thread() -> None:  # writes while the transaction below is open
+        answers.append(seen.insert(x.fingerprint))
+        answers.extend(seen.insert(fp) for fp in others)
+
+    with pytest.raises(Boom), f.transaction():
+        f.push(x)
+        assert x.fingerprint in seen  # the transaction sees its own insert
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join(30)
+        raise Boom
+    assert answers[0]  # the other thread never saw the uncommitted insert: X was new to it
+    assert x.fingerprint in seen and all(fp in seen for fp in others)  # and nothing it put in left
+
+
+def test_a_failed_operation_inside_a_transaction_is_never_called_damage(tmp_path: Path) -> None:
+    from crawlstore.errors import StoreError, StoreFull
+    from crawlstore.store import verify
+
+    path = tmp_path / "s.lmdb"
+    with Store.open(path, map_size=2**20, max_map_size=2**20) as store:
+        f = store.frontier()
+        full = pytest.raises(StoreFull, match=r"nothing of it was committed|maximum size")
+        with full, store.transaction():
+            for i in range(100_000):
+                try:
+                    f.push(Seed.get(f"http://a.test/{i}"))
+                except StoreFull:
+                    break  # a crawler that carries on with the next link...
+            with pytest.raises(StoreError, match="earlier operation of this transaction"):
+                f.push(Seed.get("http://a.test/after"))  # ...is told why, not "damaged"
+        assert len(f) == 0
+    assert verify(path) == []
+
+
+def test_a_store_closed_inside_a_memory_transaction_that_wrote_to_it(tmp_path: Path) -> None:
+    from crawlstore.errors import StoreError
+
+    f = InMemFrontier.fifo()
+    store = Store.open(tmp_path / "s.lmdb", durability="group")
+    with f.transaction():
+        store.seen().insert(Seed.get("https://e.com/").fingerprint)
+        with pytest.raises(StoreError, match="cannot be closed inside a transaction"):
+            store.close()
+    store.close()  # once it ended
+    with Store.open(tmp_path / "s.lmdb") as again:
+        assert len(again.seen()) == 1

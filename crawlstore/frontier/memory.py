@@ -9,6 +9,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
+import msgpack
+
 from .. import journal
 from ..clock import Clock, system_clock
 from ..errors import NotInFlight
@@ -28,6 +30,8 @@ from .protocol import (
     Reschedule,
     Stats,
     Wait,
+    check_namespace,
+    check_reason,
     check_report,
     check_seed,
     check_time,
@@ -61,6 +65,7 @@ class InMemFrontier(Frontier):
         self._owner: journal.Owner | None = None  # the flow inside ``transaction()``
         self._seq = 0
         self._queue: list[_Entry] = []
+        self._dropped: set[int] = set()  # sequences of queue entries a rollback took back
         self._in_flight: dict[Fingerprint, list[Seed]] = {}
         self._in_flight_count = 0
         # fingerprint -> (due, seq, seed, is a revisit); heaps of (due, seq, fingerprint) over
@@ -121,9 +126,9 @@ class InMemFrontier(Frontier):
 
     @staticmethod
     def _undo(undo: Callable[[], object]) -> None:
-        undos = journal.active()
-        if undos is not None:
-            undos.append(undo)
+        txn = journal.current()
+        if txn is not None:
+            txn.undo(undo)
 
     def _count(self, counter: Counter[str], name: str) -> None:
         counter[name] += 1
@@ -133,9 +138,8 @@ class InMemFrontier(Frontier):
         self._seq += 1
         rank = -seed.priority if self._order == "priority" else 0
         seq = -self._seq if self._order == "lifo" and cls == 1 else self._seq
-        entry = (rank, cls, seq, seed)
-        heapq.heappush(self._queue, entry)
-        self._undo(lambda: _remove(self._queue, entry))
+        heapq.heappush(self._queue, (rank, cls, seq, seed))
+        self._undo(lambda: self._dropped.add(seq))  # taken out when it reaches the top
 
     def _lease(self, seed: Seed) -> None:
         leased = self._in_flight.setdefault(seed.fingerprint, [])
@@ -186,6 +190,7 @@ class InMemFrontier(Frontier):
             return ACCEPTED
 
     def refuse(self, seed: Seed, reason: Reason) -> Admission:
+        check_reason(reason)
         with self._write():
             self._count(self._refused, reason.value)
         return Admission(reason)
@@ -221,8 +226,11 @@ class InMemFrontier(Frontier):
                 seed = self._scheduled[due[2]][2]
                 self._set_schedule(due[2], None)
                 self._enqueue(seed, 0)
-            if self._queue:
-                entry = heapq.heappop(self._queue)
+            queue, dropped = self._queue, self._dropped
+            while dropped and queue and queue[0][2] in dropped:
+                dropped.discard(heapq.heappop(queue)[2])
+            if queue:
+                entry = heapq.heappop(queue)
                 self._undo(lambda: heapq.heappush(self._queue, entry))
                 self._lease(entry[3])
                 self._count(self._counters, "popped")
@@ -259,6 +267,7 @@ class InMemFrontier(Frontier):
                     self._count(self._counters, name)
 
     def state(self, namespace: str) -> StateMap:
+        check_namespace(namespace)
         with self._lock:
             state = self._states.get(namespace)
             if state is None:
@@ -298,7 +307,7 @@ class InMemFrontier(Frontier):
                 skipped=c["skipped"],
                 cancelled=c["cancelled"],
                 unchanged=c["unchanged"],
-                queued=len(self._queue),
+                queued=len(self._queue) - len(self._dropped),
                 in_flight=self._in_flight_count,
                 scheduled=len(self._scheduled),
             )
@@ -307,7 +316,7 @@ class InMemFrontier(Frontier):
         with self._lock:
             return Snapshot(
                 self._order,
-                queued=tuple(entry[3] for entry in sorted(self._queue)),
+                queued=tuple(e[3] for e in sorted(self._queue) if e[2] not in self._dropped),
                 in_flight=tuple(s for leased in self._in_flight.values() for s in leased),
                 scheduled=tuple(
                     (at, seed) for at, _, seed, r in sorted(self._scheduled.values()) if not r
@@ -319,7 +328,8 @@ class InMemFrontier(Frontier):
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._queue) + self._in_flight_count + len(self._scheduled)
+            queued = len(self._queue) - len(self._dropped)
+            return queued + self._in_flight_count + len(self._scheduled)
 
 
 def _uncount(counter: Counter[str], name: str) -> None:
@@ -328,25 +338,28 @@ def _uncount(counter: Counter[str], name: str) -> None:
         del counter[name]
 
 
-def _remove(heap: list[_Entry], entry: _Entry) -> None:
-    heap.remove(entry)
-    heapq.heapify(heap)
-
-
 class _MemState(MutableMapping[str, Any]):
-    """A facade's state in memory: a dict whose changes join the frontier's transactions."""
+    """A facade's state in memory: values kept as msgpack, as the store keeps them (each read
+    is a copy, and what cannot be stored is refused at the write); changes join the frontier's
+    transactions."""
 
     def __init__(self, frontier: InMemFrontier) -> None:
         self._frontier = frontier
-        self._map: dict[str, Any] = {}
+        self._map: dict[str, bytes] = {}
 
     def __getitem__(self, key: str) -> Any:
-        return self._map[key]
+        return msgpack.unpackb(self._map[key], raw=False, strict_map_key=False)
 
     def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"a state key is a str, not {type(key).__name__}: {key!r:.100}")
+        try:
+            packed = msgpack.packb(value, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError(f"state values are msgpack-able: {value!r:.100} ({exc})") from None
         with self._frontier._write():
             self._restore_later(key)
-            self._map[key] = value
+            self._map[key] = packed
 
     def __delitem__(self, key: str) -> None:
         with self._frontier._write():
@@ -356,10 +369,9 @@ class _MemState(MutableMapping[str, Any]):
             del self._map[key]
 
     def _restore_later(self, key: str) -> None:
-        missing = key not in self._map
         old = self._map.get(key)
         self._frontier._undo(
-            lambda: self._map.pop(key, None) if missing else self._map.__setitem__(key, old)
+            lambda: self._map.pop(key, None) if old is None else self._map.__setitem__(key, old)
         )
 
     def __iter__(self) -> Iterator[str]:

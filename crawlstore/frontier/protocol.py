@@ -205,6 +205,22 @@ def check_time(name: str, value: object, *, minimum: float | None = None) -> flo
     return float(value)
 
 
+def check_namespace(namespace: object) -> str:
+    """A facade state namespace: a str of 1 to 100 UTF-8 bytes without NUL."""
+    if not isinstance(namespace, str) or not 0 < len(namespace.encode("utf-8")) <= 100:
+        raise InvalidArgument(f"a state namespace is a str of 1 to 100 bytes: {namespace!r:.100}")
+    if "\x00" in namespace:
+        raise InvalidArgument(f"a state namespace holds no NUL: {namespace!r:.100}")
+    return namespace
+
+
+def check_reason(reason: object) -> Reason:
+    """``TypeError`` unless ``reason`` is a ``Reason``."""
+    if not isinstance(reason, Reason):
+        raise TypeError(f"expected a Reason, not {type(reason).__name__}: {reason!r:.100}")
+    return reason
+
+
 def check_limit(limit: object) -> int:
     """A batch size: an int of at least 0, else ``InvalidArgument``."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:

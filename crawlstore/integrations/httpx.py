@@ -122,7 +122,7 @@ def retry_at(response: httpx.Response, now: float) -> float | None:
     value = response.headers.get("retry-after", "").strip()
     if not value:
         return None
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²" is a digit to str.isdigit, not to float()
         at = now + float(value)
     else:
         try:

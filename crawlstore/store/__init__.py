@@ -264,8 +264,8 @@ class Store:
 
     def close(self) -> None:
         if not self._closed:
-            self._closed = True
             self._engine.release()
+            self._closed = True
 
     def __enter__(self) -> Store:
         return self

@@ -180,6 +180,9 @@ class WriteContext:
         #: Whether a record was written: then the commit takes ``txn_id`` (an empty commit
         #: takes no id, and the records may only be carried over after one that does).
         self.wrote = False
+        #: Why an operation inside this transaction failed in LMDB, which then refuses every
+        #: later one: the transaction can only roll back (``_MAP_FULL``: it outgrew the map).
+        self.failed: str | None = None
         self.dbs = engine.dbs
         self._records = records
         self._dirty: set[tuple[str, bytes]] = set()
@@ -279,6 +282,7 @@ class WriteContext:
 
 
 _JOINED = contextlib.nullcontext()
+_MAP_FULL = "the map is full"
 
 
 class _Transaction:
@@ -305,7 +309,7 @@ class _Transaction:
             if isinstance(exc, lmdb.Error):
                 raise engine._translate(exc) from None
             raise
-        self._journal = journal.begin()  # in-memory state changed inside rolls back with it
+        self._journal = journal.begin(engine)  # in-memory state rolls back with it
         return self._ctx
 
     def __exit__(
@@ -314,58 +318,93 @@ class _Transaction:
         engine, ctx = self._engine, self._ctx
         if ctx is None:
             return  # joined an outer transaction, which commits or rolls back
-        outgrew = kind is not None and issubclass(kind, lmdb.MapFullError)
+        self._ctx = None
+        failed = ctx.failed
+        outgrew = failed == _MAP_FULL or (kind is not None and issubclass(kind, lmdb.MapFullError))
         committed = False
         try:
-            if kind is None:
-                engine._commit(ctx)  # rolls back by itself when the commit fails
-                committed = True
+            if kind is None and failed is None:
+                try:
+                    engine._commit(ctx)  # rolls back by itself when the commit fails
+                    committed = True
+                except lmdb.MapFullError:
+                    outgrew = True
             else:
                 engine._abort(ctx)
-        except lmdb.MapFullError:
-            outgrew = True
         except lmdb.Error as error:
             raise engine._translate(error) from None
         finally:
-            journal.end(self._journal, commit=committed)
-            engine.lock.release()
+            try:
+                journal.end(self._journal, commit=committed)
+            finally:
+                engine.lock.release()
         if outgrew:
             engine._grow()
-            raise StoreFull(
-                f"{engine.path}: the transaction outgrew the map, which is now larger: retry it"
-            ) from None
+        if kind is None and not committed:  # the block ended cleanly, its transaction did not
+            if outgrew:
+                raise StoreFull(
+                    f"{engine.path}: the transaction outgrew the map, which is now larger; "
+                    "nothing of it was committed: retry it"
+                )
+            raise StoreError(
+                f"{engine.path}: an operation inside the transaction failed ({failed}), so "
+                "nothing of it was committed"
+            )
         if isinstance(exc, lmdb.Error):
             raise engine._translate(exc) from None
-        if kind is None:
+        if committed:
             ctx.committed()
+
+    # A transaction enlisted in a memory transaction's journal ends with it.
+
+    def commit(self) -> None:
+        self.__exit__(None, None, None)
+
+    def rollback(self) -> None:
+        self.__exit__(BaseException, None, None)
 
 
 _registry: dict[str, Engine] = {}
 _registry_lock = threading.Lock()
 
 
+_forking: list[Engine] = []
+
+
 def _before_fork() -> None:
     """No transaction may be under way in another thread when the process forks: the child
-    would inherit it, and ending it there would end it in the lock file the parent shares."""
-    _registry_lock.acquire()
-    for engine in _registry.values():
-        engine.lock.acquire()
+    would inherit it, and ending it there would end it in the lock file the parent shares. The
+    engines' locks are taken before the registry's (a transaction may open a store)."""
+    while True:
+        with _registry_lock:
+            engines = list(_registry.values())
+        for engine in engines:
+            engine.lock.acquire()
+        _registry_lock.acquire()
+        if list(_registry.values()) == engines:
+            _forking[:] = engines
+            return
+        _registry_lock.release()  # a store was opened or closed meanwhile: again
+        for engine in reversed(engines):
+            engine.lock.release()
 
 
 def _after_fork_in_parent() -> None:
-    for engine in _registry.values():
-        engine.lock.release()
     _registry_lock.release()
+    for engine in reversed(_forking):
+        engine.lock.release()
+    _forking.clear()
 
 
 def _after_fork_in_child() -> None:
     """Drop the environments inherited from the parent, so that the child opens the store
     afresh (LMDB refuses a second environment on a file in one process, and an inherited one
     must not be used). What the parent opened raises ``StoreError`` in the child."""
-    for engine in _registry.values():
+    for engine in reversed(_forking):
         engine.lock.release()
         with suppress(lmdb.Error):
             engine.env.close()  # no transaction is open (see _before_fork): touches no slot
+    _forking.clear()
     _registry.clear()
     _registry_lock.release()
 
@@ -500,6 +539,11 @@ class Engine:
             return engine if engine.readonly or not options["readonly"] else ReadOnly(engine)
 
     def release(self) -> None:
+        if self.refs == 1 and os.getpid() == self.pid and self.joined() is not None:
+            raise StoreError(
+                f"{self.path} cannot be closed inside a transaction that writes to it: close "
+                "it once the transaction ended"
+            )
         with _registry_lock:
             self.refs -= 1
             if self.refs > 0:
@@ -646,12 +690,27 @@ class Engine:
         """Run one operation in a write transaction (or the caller's); a full map is grown and
         the operation retried, invisibly, up to ``max_map_size``."""
         ctx = self.joined()
+        if ctx is None and (txn := journal.current()) is not None and txn.storage is None:
+            # A memory transaction is open in this flow: this store's writes join it.
+            transaction = _Transaction(self)
+            ctx = transaction.__enter__()
+            txn.enlist(transaction)
         if ctx is not None:
+            if ctx.failed is not None:
+                raise StoreError(
+                    f"{self.path}: an earlier operation of this transaction failed "
+                    f"({ctx.failed}); it can only roll back: leave it, and retry it whole"
+                )
             try:
                 return operation(ctx)
             except lmdb.MapFullError:
-                raise  # the outer transaction grows the map and says so
+                ctx.failed = _MAP_FULL
+                raise StoreFull(
+                    f"{self.path}: the transaction outgrew the map; it rolls back when it ends "
+                    "(the map then grows): retry it whole"
+                ) from None
             except lmdb.Error as exc:
+                ctx.failed = str(exc)
                 raise self._translate(exc) from None
         while True:  # write(), without a generator: this is every operation's path
             try:

@@ -29,6 +29,7 @@ from ..frontier.protocol import (
     Stats,
     Wait,
     check_limit,
+    check_reason,
     check_report,
     check_seed,
     check_seeds,
@@ -268,7 +269,7 @@ class StoreFrontier(Frontier):
         return self._engine.run(op)
 
     def refuse(self, seed: Seed, reason: Reason) -> Admission:
-        name = "refused:" + reason.value
+        name = "refused:" + check_reason(reason).value
 
         def op(ctx: WriteContext) -> None:
             ctx.counters(self._prefix)[name] += 1

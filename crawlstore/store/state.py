@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import lmdb
 
-from ..errors import InvalidArgument
+from ..frontier.protocol import check_namespace
 from . import keys
 from .engine import WriteContext, pack, unpack
 
@@ -24,12 +24,7 @@ class StoreStateMap(MutableMapping[str, Any]):
 
     def __init__(self, engine: Engine, crawl_prefix: bytes, namespace: str) -> None:
         self._engine = engine
-        if not isinstance(namespace, str) or not 0 < len(namespace.encode("utf-8")) <= 100:
-            raise InvalidArgument(
-                f"a state namespace is a str of 1 to 100 bytes: {namespace!r:.100}"
-            )
-        if "\x00" in namespace:
-            raise InvalidArgument(f"a state namespace holds no NUL: {namespace!r:.100}")
+        check_namespace(namespace)
         self._prefix = crawl_prefix + namespace.encode("utf-8") + b"\x00"
 
     def _key(self, key: str) -> bytes:
