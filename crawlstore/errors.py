@@ -58,6 +58,11 @@ class InvalidArgument(CrawlstoreError, ValueError):
     to be a key."""
 
 
+class PolicyConflict(CrawlstoreError, ValueError):
+    """A view opened with an order or queue mode other than its crawl's, which are fixed when
+    the crawl is created."""
+
+
 class InvalidValidator(CrawlstoreError, ValueError):
     """A validator (ETag, Last-Modified) that cannot be sent back in a request header."""
 

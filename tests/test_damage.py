@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import pop_seeds
 
 from crawlstore import Done, ManualClock, Seed, Store, Validator
 from crawlstore.store import verify
@@ -43,7 +44,7 @@ for path in sys.argv[2:]:
                 for crawl in store.crawls():
                     f = store.frontier(crawl=crawl)
                     f.stats(), f.snapshot(), len(f), list(store.seen(crawl=crawl))
-                    for seed in f.pop_many(5):
+                    for seed in [r.seed for r in f.pop_many(5)]:
                         with store.transaction():
                             f.report(Done(seed))
                             store.validators(crawl=crawl).get(seed.fingerprint)
@@ -92,7 +93,7 @@ def _originals(tmp_path: Path) -> list[Path]:
                 bloom.insert(Seed.get(f"https://b.e/{i}").fingerprint)
             for _ in range(3):
                 clock.advance(1)
-                for seed in f.pop_many(size // 10):
+                for seed in pop_seeds(f, size // 10):
                     with store.transaction():
                         f.report(Done(seed))
                         store.validators().put(seed.fingerprint, Validator(etag=f'"{seed.url}"'))

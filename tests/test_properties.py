@@ -20,13 +20,13 @@ from crawlstore import (
     InMemFrontier,
     ManualClock,
     Ready,
-    Reschedule,
     Seed,
     Skipped,
     Store,
     Wait,
 )
 from crawlstore.frontier import Frontier
+from crawlstore.frontier.protocol import Reschedule
 
 
 @given(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=60))

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import seed
+from conftest import pop_seeds, seed
 
 from crawlstore import Done, InMemFrontier, ManualClock, Ready, Seed, Store
 from crawlstore.errors import NotInFlight, ReadOnlyStore, StoreError
@@ -59,7 +59,7 @@ def test_a_generator_of_reports(tmp_path: Path, clock: ManualClock) -> None:
     with open_store(tmp_path / "s.lmdb", clock) as store:
         f = store.frontier()
         f.push_many(seed(str(i)) for i in range(3))
-        f.report_many(Done(s) for s in f.pop_many(3))
+        f.report_many(Done(s) for s in pop_seeds(f, 3))
         assert f.stats().done == 3
 
 
@@ -78,14 +78,15 @@ def test_a_readonly_store_never_writes_through_a_writers_transaction(
         assert len(view) == 1
 
 
-def test_views_with_other_defaults_share_a_crawl(tmp_path: Path, clock: ManualClock) -> None:
+def test_views_share_the_crawl_s_stored_policy(tmp_path: Path, clock: ManualClock) -> None:
     with open_store(tmp_path / "s.lmdb", clock) as store:
         wide = store.frontier("fifo", queues="host", max_in_flight=2)
-        narrow = store.frontier(queues="host")  # the default cap of 1
-        wide.push_many([Seed.get(f"https://a.com/{i}") for i in range(3)])
-        assert isinstance(wide.pop(), Ready)
-        assert not isinstance(narrow.pop(), Ready)  # a.com is at narrow's cap: no error
-        assert isinstance(wide.pop(), Ready)
+        plain = store.frontier()  # no arguments: the crawl's stored policy
+        wide.push_many([Seed.get(f"https://a.com/{i}") for i in range(4)])
+        assert isinstance(plain.pop(), Ready) and isinstance(plain.pop(), Ready)
+        assert not isinstance(plain.pop(), Ready)  # the stored cap of 2, not host's default 1
+        narrow = store.frontier(max_in_flight=1)  # a value given: the crawl's from now on
+        assert narrow.core.policy.max_in_flight == 1 == plain.core.policy.max_in_flight
 
 
 def test_reads_in_a_transaction_see_its_writes(tmp_path: Path, clock: ManualClock) -> None:

@@ -36,22 +36,24 @@ from .keys import Buf
 __all__ = ["FORMAT_VERSION", "Durability", "Engine", "WriteContext"]
 
 #: The layout of every record and key in the file; bumped on any incompatible change.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 APP = "crawlstore"
 
 #: Named databases and their flags. Keys start with a 4-byte crawl id wherever crawls differ.
 DATABASES: dict[str, dict[str, Any]] = {
     "meta": {},  # name -> msgpack
-    "crawls": {},  # crawl name -> msgpack crawl record
-    # crawl -> msgpack counters (and the crawl's key sequence); crawl, qid -> queue record:
-    # one table, so a commit that changes a queue and the counters dirties one leaf page
+    "crawls": {},  # crawl name -> msgpack crawl record (id, policy, creation time)
+    # crawl -> msgpack totals (and the crawl's sequences); crawl, queue id -> queue record:
+    # one table, so a commit that changes a queue and the totals dirties one leaf page
     "queues": {},
-    "qnames": {},  # crawl, queue key -> qid
-    "pending": {},  # crawl, qid, rank, class, seq -> msgpack [fp, seed]
-    "ready": {},  # crawl, ready ms, rr seq -> qid
-    "leases": {},  # crawl, fp, lease seq -> lease header + pending entry
-    "schedule": {},  # crawl, fp -> msgpack [at, seq, seed]
-    "due": {},  # crawl, due ms, seq -> fp
+    "qnames": {},  # crawl, queue key -> queue id
+    "ready": {},  # crawl, event ms, seq -> queue id: the crawl's index of queues
+    "pending": {},  # crawl, queue id, rank, class, seq -> fingerprint
+    "leases": {},  # crawl, token (queue id, seq) -> fingerprint, expiry, holder
+    "expiries": {},  # crawl, queue id, expiry ms, seq -> nothing
+    "schedule": {},  # crawl, queue id, due ms, seq -> fingerprint
+    "urls": {},  # crawl, fingerprint -> msgpack URL record
+    "queue_urls": {},  # crawl, queue id, fingerprint -> nothing
     "seen": {"dupsort": True, "dupfixed": True},  # crawl -> fp (sorted duplicates)
     "bloom": {},  # crawl, kind, chunk -> bits
     "validators": {},  # crawl, fp -> msgpack [etag, last_modified, stored_at]
@@ -579,6 +581,11 @@ class Engine:
             raise IncompatibleStore(
                 f"{self.path} has format version {meta['format']}; this crawlstore reads "
                 f"up to {FORMAT_VERSION}: upgrade crawlstore"
+            )
+        if meta.get("format", 0) < FORMAT_VERSION:
+            raise IncompatibleStore(
+                f"{self.path} has format version {meta.get('format', 0)}, older than this "
+                f"crawlstore's {FORMAT_VERSION}: run 'crawlstore migrate {self.path}'"
             )
         if meta.get("fingerprint") != FINGERPRINT_VERSION:
             raise IncompatibleStore(

@@ -108,36 +108,43 @@ def check_records(
         return [f"{type(exc).__name__}: {exc}"]
 
 
+#: Every table but the seen set (its duplicates are counted on their own), msgpack ones first.
+_TABLES = ("crawls", "queues", "urls", "validators", "state", "meta", "pending", "leases",
+           "schedule", "expiries", "ready", "qnames", "queue_urls", "bloom")  # fmt: skip
+
+
 def _check_contents(
     txn: lmdb.Transaction, dbs: dict[str, Any], crawls: list[str], reading: Callable[[str], object]
 ) -> list[str]:
     problems: list[str] = []
     held: dict[str, Counter[bytes]] = {}
-    for name in ("pending", "leases", "schedule", "validators", "state", "queues", "crawls"):
+    by_queue: dict[str, Counter[bytes]] = {}
+    revisits: Counter[bytes] = Counter()
+    for name in _TABLES:
         reading(name)
         counts: Counter[bytes] = Counter()
+        queues: Counter[bytes] = Counter()
+        decoded = name in _TABLES[:6]
         for key, raw in txn.cursor(db=dbs[name]):
-            if name not in ("leases",):  # a lease is a binary header, then msgpack
+            if decoded:
                 try:
-                    unpack(name, key, raw)
+                    record = unpack(name, key, raw)
+                    if name == "urls" and record[0] == "scheduled" and record[5] == "revisit":
+                        revisits[bytes(key[:4])] += 1
                 except CrawlstoreError as exc:
                     problems.append(str(exc))
+                except (TypeError, IndexError, KeyError):
+                    problems.append(f"{name} record {bytes(key).hex()} is malformed")
             counts[bytes(key[:4])] += 1
+            queues[bytes(key[:8])] += 1
         held[name] = counts
-    revisits: Counter[bytes] = Counter()
-    for key, raw in txn.cursor(db=dbs["schedule"]):
-        with contextlib.suppress(CrawlstoreError, IndexError, TypeError):  # reported above
-            revisits[bytes(key[:4])] += unpack("schedule", key, raw)[3]
+        by_queue[name] = queues
     reading("seen")
     seen: Counter[bytes] = Counter()
     cursor = txn.cursor(db=dbs["seen"])
     for key in cursor.iternext_nodup(values=False):
         cursor.set_key(key)
         seen[bytes(key)] = cursor.count()
-    for table in ("ready", "due", "qnames", "bloom", "meta"):
-        reading(table)
-        for _ in txn.cursor(db=dbs[table]).iternext(values=True):
-            pass
     for name in crawls:
         try:
             record = unpack("crawls", name.encode(), txn.get(name.encode(), db=dbs["crawls"]))
@@ -159,13 +166,48 @@ def _check_contents(
             "revisits": revisits[crawl],
             "validators": held["validators"][crawl],
             "seen": seen[crawl],
+            "queues": held["qnames"][crawl],
         }
+        if held["leases"][crawl] != held["expiries"][crawl]:
+            problems.append(f"crawl {name!r}: {held['leases'][crawl]} leases, "
+                            f"{held['expiries'][crawl]} expiries")  # fmt: skip
         for counter, count in expected.items():
             if counters.get(counter, 0) != count:
                 problems.append(
                     f"crawl {name!r}: counter {counter} is {counters.get(counter, 0)}, "
                     f"the tables hold {count}"
                 )
+        problems += _check_queues(txn, dbs, name, crawl, by_queue)
+    return problems
+
+
+def _check_queues(
+    txn: lmdb.Transaction, dbs: dict[str, Any], name: str, crawl: bytes,
+    by_queue: dict[str, Counter[bytes]],
+) -> list[str]:  # fmt: skip
+    """Each queue's gauges against its entries, leases and schedule."""
+    problems = []
+    cursor = txn.cursor(db=dbs["queues"])
+    if not cursor.set_range(crawl):
+        return problems
+    for key, raw in cursor:
+        if key[:4] != crawl:
+            break
+        if len(key) != 8:
+            continue
+        qkey = bytes(key)
+        try:
+            record = unpack("queues", qkey, raw)
+            qname, gauges = record[0], dict(zip(("queued", "in_flight", "scheduled"),
+                                                record[7:10], strict=True))  # fmt: skip
+        except (CrawlstoreError, TypeError, ValueError, IndexError):
+            continue  # reported with the table
+        held = {"queued": by_queue["pending"][qkey], "scheduled": by_queue["schedule"][qkey],
+                "in_flight": by_queue["leases"][qkey]}  # fmt: skip
+        for gauge, count in held.items():
+            if gauges[gauge] != count:
+                problems.append(f"crawl {name!r}, queue {qname!r}: {gauge} is {gauges[gauge]}, "
+                                f"the tables hold {count}")  # fmt: skip
     return problems
 
 

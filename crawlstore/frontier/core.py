@@ -1,0 +1,1100 @@
+"""``CoreFrontier``: the one place where the frontier's policy lives, over any storage.
+
+It decides everything: which queue is ready (round robin over the crawl's index of queues by
+their next event; a queue's delay, in-flight cap, block and limit), leases (taken, extended,
+expired, ended by token), the schedule (retries, pauses, revisits, released when due), what a
+report does, and every counter. A storage (``spi.Storage``) only keeps what it is told, inside
+one of its write units; the clock is injected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterable, Iterator, MutableMapping
+from typing import Any
+
+from ..clock import Clock
+from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
+from ..seed import Lease, Seed
+from ..url import Fingerprint
+from . import spi
+from .base import Frontier
+from .policy import (
+    CrawlPolicy,
+    Effective,
+    check_cap,
+    check_delay,
+    key_function,
+    ready_at,
+    resolve,
+)
+from .protocol import (
+    ACCEPTED,
+    Admission,
+    Backoff,
+    Cancelled,
+    Done,
+    Empty,
+    LastOutcome,
+    Pop,
+    QueueInfo,
+    Ready,
+    Reason,
+    Report,
+    Reschedule,
+    Skipped,
+    Stats,
+    URLStatus,
+    Wait,
+    check_limit,
+    check_reason,
+    check_report,
+    check_seed,
+    check_seeds,
+    check_time,
+    final_counters,
+)
+from .snapshot import Snapshot
+from .spi import (
+    ACTIVE,
+    IN_FLIGHT,
+    QUEUED,
+    REVISIT,
+    SCHEDULED,
+    CrawlRecord,
+    LeaseRecord,
+    QueueRecord,
+    UrlRecord,
+)
+
+__all__ = ["CoreFrontier"]
+
+_UNSET: Any = object()
+_PRIORITY_TOP = 2**31 - 1
+_U64_MAX = 2**64 - 1
+#: Queues looked at per index read while popping.
+_BATCH = 32
+#: The state a final report leaves a URL in (a Retry that no retry facade took: failed).
+_FINAL_STATES = {Done: spi.DONE, Skipped: spi.SKIPPED}
+
+
+def _process_start(pid: int) -> int:
+    """The process's start time in clock ticks since boot (Linux), or 0 where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def process_alive(pid: int, start: int) -> bool:
+    """Whether the process that took a lease still runs (a reused pid or a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return True  # no /proc: trust the pid
+    if fields[0] == b"Z":
+        return False
+    return start == 0 or int(fields[19]) == start
+
+
+def _owner() -> tuple[int, int]:
+    pid = os.getpid()
+    return pid, _process_start(pid)
+
+
+class CoreFrontier(Frontier):
+    """A crawl's frontier over a storage. Every operation is one write unit of the storage
+    (or joins the caller's transaction); the crawl's policy is the storage's, read when the
+    view is made and refreshed every ``reap_interval``.
+
+    The policy rule: ``order`` and ``queues`` are fixed when the crawl is created (another one
+    raises ``PolicyConflict``); ``delay``, ``max_in_flight`` and ``lease_time`` given to a view
+    become the crawl's (stored at once); left out, the crawl's stored values apply. A crawl is
+    created by its first write (a push, or a view that sets its policy), never by a view alone.
+    """
+
+    def __init__(
+        self,
+        storage: spi.Storage,
+        *,
+        crawl: str,
+        clock: Clock,
+        order: str | None = None,
+        queues: str | None = None,
+        delay: float | None = _UNSET,
+        max_in_flight: Any = _UNSET,
+        lease_time: float | None = _UNSET,
+        reap_interval: float = 10.0,
+    ) -> None:
+        self.storage = storage
+        self.name = crawl
+        self._clock = clock
+        self.reap_interval = check_time("reap_interval", reap_interval, minimum=0)
+        changes: dict[str, Any] = {}
+        if delay is not _UNSET:
+            changes["delay"] = check_delay("delay", delay)
+        if max_in_flight is not _UNSET:
+            changes["max_in_flight"] = -1 if max_in_flight is None else check_cap(
+                max_in_flight, allow_auto=True)  # fmt: skip
+        if lease_time is not _UNSET:
+            changes["lease_time"] = check_delay("lease_time", lease_time)
+            if changes["lease_time"] == 0:
+                raise InvalidArgument("lease_time must be more than 0 seconds")
+        if queues is not None and not callable(queues):
+            key_function(queues)  # registered here?
+        elif queues is not None:
+            raise TypeError(
+                'queues names a queue mode ("single", "host", or one registered with '
+                "crawlstore.register_queue_key(name, function)): a crawl stores the name"
+            )
+        self._owner = _owner()
+        self._next_reap = -math.inf
+        self._crawl: CrawlRecord | None = None
+        self._policy_read = -math.inf
+        stored = storage.view(lambda: storage.crawl(crawl))
+        if stored is None:
+            policy = CrawlPolicy(order or "priority", queues or "single").merged(**changes)
+            self._pending = CrawlRecord(crawl, policy, 0.0)
+            if changes or order is not None or queues is not None:  # setting a policy creates it
+                storage.run(self._crawl_for_write)
+        else:
+            self._pending = None
+            self._adopt(stored)
+            for name, value in (("order", order), ("queues", queues)):
+                if value is not None and getattr(stored.policy, name) != value:
+                    raise PolicyConflict(
+                        f"crawl {crawl!r} has {name}={getattr(stored.policy, name)!r}, fixed "
+                        f"when it was created; open it with that, or leave {name} out"
+                    )
+            if any(getattr(stored.policy, k) != v for k, v in changes.items()):
+
+                def update() -> None:
+                    record = self._crawl_for_write()
+                    record.policy = record.policy.merged(**changes)
+                    storage.save_crawl(record)
+                    self._adopt(record)
+
+                storage.run(update)
+
+    # -- the crawl and its policy ---------------------------------------------------------------
+
+    def _adopt(self, record: CrawlRecord) -> None:
+        self._crawl = record
+        self._policy_read = self._clock()
+        self._key = key_function(record.policy.queues)
+        self._defaults = self.storage.view(self.storage.defaults)
+
+    def _existing(self) -> CrawlRecord | None:
+        """The crawl (refreshed every ``reap_interval``), or None while it does not exist."""
+        crawl = self._crawl
+        if crawl is None or self._clock() >= self._policy_read + self.reap_interval:
+            stored = self.storage.crawl(self.name)
+            if stored is not None:
+                self._adopt(stored)
+            crawl = self._crawl
+        return crawl
+
+    def _crawl_for_write(self) -> CrawlRecord:
+        """The crawl, created by this write when it does not exist yet."""
+        crawl = self._existing()
+        if crawl is None:
+            assert self._pending is not None
+            record = CrawlRecord(self.name, self._pending.policy, self._clock())
+            self.storage.save_crawl(record)
+            self._adopt(record)
+            crawl = record
+        return crawl
+
+    @property
+    def core(self) -> CoreFrontier:
+        return self
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def policy(self) -> CrawlPolicy:
+        """The crawl's policy (a new crawl's, as it will be created)."""
+        self._policy_read = -math.inf  # read it afresh
+        crawl = self.storage.view(self._existing) or self._pending
+        assert crawl is not None
+        return crawl.policy
+
+    @property
+    def order(self) -> str:
+        return self.policy.order
+
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
+        return self.storage.transaction()
+
+    def queue_for(self, seed: Seed) -> str:
+        check_seed(seed)
+        crawl = self._crawl or self._pending
+        assert crawl is not None
+        key = key_function(crawl.policy.queues)(seed)
+        if not isinstance(key, str):
+            raise TypeError(f"a queue key is a str; the queue mode gave {key!r:.100}")
+        return key
+
+    def _effective(self, crawl: CrawlRecord, q: QueueRecord) -> Effective:
+        return resolve(self._defaults, crawl.policy, q.delay, q.cap, q.limit, q.blocked)
+
+    # -- queues: placing them in the crawl's index ---------------------------------------------
+
+    def _queue(self, crawl: CrawlRecord, key: str, now: float) -> QueueRecord:
+        """The queue ``key``, created (not yet indexed) when it does not exist."""
+        q = self.storage.queue(crawl, key)
+        if q is None:
+            q = QueueRecord(key, now)
+            self.storage.save_queue(crawl, q, None)
+        return q
+
+    def _place(self, crawl: CrawlRecord, q: QueueRecord, now: float, rotate: bool = False) -> None:
+        """Store the queue, indexed at its next event: when it may hand out a seed, a schedule
+        falls due, or a lease expires. ``rotate``: behind the queues ready with it."""
+        policy = self._effective(crawl, q)
+        event = ready_at(q.queued, q.in_flight, q.counts.get("done", 0), q.last, policy)
+        for at in (q.due_at, q.expiry_at):
+            if at is not None and (event is None or at < event):
+                event = at
+        old = q.event
+        if not rotate and old is not None and event is not None and event <= now and old <= now:
+            event = old  # ready now, as it was: it keeps its place
+        self.storage.save_queue(crawl, q, event, rotate)
+
+    def _count(self, crawl: CrawlRecord, q: QueueRecord | None, **deltas: int) -> None:
+        if q is not None:
+            counts = q.counts
+            for name, n in deltas.items():
+                if name in spi.COUNTS:
+                    counts[name] = counts.get(name, 0) + n
+        self.storage.add_totals(crawl, deltas)
+
+    # -- URLs going in and out of queues --------------------------------------------------------
+
+    def _enqueue(self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, cls: int) -> None:
+        """Queue a URL (class 0: coming back, ahead of pushed seeds of its priority)."""
+        seq = self.storage.next_seq(crawl)
+        order = crawl.policy.order
+        rank = _PRIORITY_TOP - url.seed.priority if order == "priority" else 0
+        if order == "lifo" and cls == 1:
+            seq = _U64_MAX - seq
+        url.where = (rank, cls, seq)
+        self.storage.enqueue(crawl, q, url.where, url.fp)
+        url.state, url.queue, url.kind = QUEUED, q.key, None
+        self.storage.save_url(crawl, url)
+        q.queued += 1
+
+    def _admit(
+        self, crawl: CrawlRecord, seed: Seed, now: float, queues: dict[str, QueueRecord]
+    ) -> Admission:
+        fp = seed.fingerprint
+        url = self.storage.url(crawl, fp)
+        if url is not None and url.state in ACTIVE:
+            self._count(crawl, None, **{"refused:duplicate": 1})
+            return Admission(Reason.DUPLICATE)
+        key = self.queue_for(seed)
+        q = queues.get(key)
+        if q is None:
+            q = queues[key] = self._queue(crawl, key, now)
+        fresh = seed.with_lease(None) if seed.lease is not None else seed
+        if url is None:
+            url = UrlRecord(fp, fresh, QUEUED, key, None, now)
+        else:  # known and finished: crawled again
+            url.seed = fresh
+        self._enqueue(crawl, q, url, 1)
+        self._count(crawl, q, admitted=1, queued=1)
+        return ACCEPTED
+
+    def push(self, seed: Seed) -> Admission:
+        check_seed(seed)
+
+        def _write() -> Any:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            queues: dict[str, QueueRecord] = {}
+            admission = self._admit(crawl, seed, now, queues)
+            for q in queues.values():
+                self._place(crawl, q, now)
+            return admission
+
+        return self.storage.run(_write)
+
+    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        batch = check_seeds(seeds)
+
+        def _write() -> Any:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            queues: dict[str, QueueRecord] = {}
+            admissions = [self._admit(crawl, seed, now, queues) for seed in batch]
+            for q in queues.values():
+                self._place(crawl, q, now)
+            return admissions
+
+        return self.storage.run(_write)
+
+    def refuse(self, seed: Seed, reason: Reason) -> Admission:
+        """Count a refusal (facades call this)."""
+        check_reason(reason)
+
+        def _write() -> Any:
+            self._count(self._crawl_for_write(), None, **{"refused:" + reason.value: 1})
+
+        self.storage.run(_write)
+        return Admission(reason)
+
+    # -- popping --------------------------------------------------------------------------------
+
+    def pop(self) -> Pop:
+        def _write() -> Any:
+            crawl = self._existing()
+            if crawl is None:
+                return Empty
+            now = self._clock()
+            popped = self._pop(crawl, now, 1, None, None, None, None)
+            if popped:
+                return popped[0]
+            return self._wait(crawl, now)
+
+        return self.storage.run(_write)
+
+    def pop_many(
+        self,
+        limit: int,
+        *,
+        per_queue: int | None = None,
+        queues: int | None = None,
+        queue: str | None = None,
+        lease_time: float | None = None,
+    ) -> list[Ready]:
+        check_limit(limit)
+        for value in (per_queue, queues):
+            if value is not None:
+                check_limit(value)
+        if lease_time is not None:
+            check_time("lease_time", lease_time, minimum=0)
+
+        def _write() -> Any:
+            crawl = self._existing()
+            if crawl is None or limit == 0:
+                return []
+            return self._pop(crawl, self._clock(), limit, per_queue, queues, queue, lease_time)
+
+        return self.storage.run(_write)
+
+    def _pop(
+        self,
+        crawl: CrawlRecord,
+        now: float,
+        limit: int,
+        per_queue: int | None,
+        queues: int | None,
+        only: str | None,
+        lease_time: float | None,
+    ) -> list[Ready]:
+        if now >= self._next_reap:
+            self._reap(crawl, now)
+        out: list[Ready] = []
+        served = 0
+        visited: set[str] = set()
+        while len(out) < limit and (queues is None or served < queues):
+            if only is not None:
+                q = self.storage.queue(crawl, only)
+                candidates = [q] if q is not None and only not in visited else []
+            else:  # as many as are still wanted, past those visited (they may come again)
+                wanted = min(_BATCH, limit - len(out))
+                candidates = self.storage.due_queues(crawl, now, len(visited) + wanted)
+            fresh = [q for q in candidates if q.key not in visited]
+            if not fresh:
+                break
+            for q in fresh:
+                visited.add(q.key)
+                self._maintain(crawl, q, now)
+                policy = self._effective(crawl, q)
+                at = ready_at(q.queued, q.in_flight, q.counts.get("done", 0), q.last, policy)
+                took = 0
+                if at is not None and at <= now:
+                    room = limit - len(out)
+                    if per_queue is not None:
+                        room = min(room, per_queue)
+                    if policy.cap is not None:
+                        room = min(room, policy.cap - q.in_flight)
+                    lease = policy.lease_time if lease_time is None else lease_time
+                    taken = self._take(crawl, q, now, room, now + lease)
+                    out.extend(taken)
+                    took = len(taken)
+                    served += took > 0
+                self._place(crawl, q, now, rotate=took > 0)
+                if len(out) >= limit or (queues is not None and served >= queues):
+                    break
+        return out
+
+    def _take(
+        self, crawl: CrawlRecord, q: QueueRecord, now: float, n: int, expires: float
+    ) -> list[Ready]:
+        out = []
+        storage = self.storage
+        for fp in storage.dequeue(crawl, q, n):
+            url = storage.url(crawl, fp)
+            if url is None:
+                raise CorruptRecord(f"queue {q.key!r} of crawl {self.name!r} holds an entry "
+                                    f"for {fp.hex()}, which has no URL record")  # fmt: skip
+            lease = LeaseRecord(b"", fp, q.key, expires, self._owner)
+            storage.lease(crawl, q, lease)
+            url.state, url.where = IN_FLIGHT, lease.token
+            storage.save_url(crawl, url)
+            handed = Lease(lease.token, expires)
+            out.append(Ready(url.seed.with_lease(handed), handed))
+        taken = len(out)
+        if taken:
+            q.queued -= taken
+            q.in_flight += taken
+            q.last = now
+            if q.expiry_at is None or expires < q.expiry_at:
+                q.expiry_at = expires
+            self._count(crawl, q, popped=taken, queued=-taken, in_flight=taken)
+        return out
+
+    def _wait(self, crawl: CrawlRecord, now: float) -> Pop:
+        totals = self.storage.totals(crawl)
+        work = totals.get("queued", 0) + totals.get("scheduled", 0) - totals.get("revisits", 0)
+        if work <= 0:
+            return Empty  # nothing, or only revisits: revisit() waits for those
+        at = self.storage.next_event(crawl)
+        return Wait(now if at is None else max(at, now))
+
+    def next_revisit(self) -> float | None:
+        """While revisits are scheduled, when something of the crawl may next happen (a lower
+        bound); None when none is: what ``revisit()`` waits for once nothing else is left."""
+
+        def read() -> float | None:
+            crawl = self._existing()
+            if crawl is None or self.storage.totals(crawl).get("revisits", 0) <= 0:
+                return None
+            return self.storage.next_event(crawl)
+
+        return self.storage.view(read)
+
+    def next_due(self) -> float | None:
+        """When something of the crawl may next happen (a lower bound): a queue's delay ends,
+        a schedule falls due, a lease expires. Facades wait on it."""
+
+        def _read() -> Any:
+            crawl = self._existing()
+            return self.storage.next_event(crawl) if crawl is not None else None
+
+        return self.storage.view(_read)
+
+    # -- upkeep: due schedules and leases that ended without a report ---------------------------
+
+    def _maintain(self, crawl: CrawlRecord, q: QueueRecord, now: float) -> None:
+        storage = self.storage
+        if q.due_at is not None and q.due_at <= now:
+            for _, fp in storage.due(crawl, q, now):
+                url = storage.url(crawl, fp)
+                if url is None:
+                    raise CorruptRecord(f"a schedule of queue {q.key!r} names {fp.hex()}, "
+                                        "which has no URL record")  # fmt: skip
+                revisit = url.kind == REVISIT
+                q.scheduled -= 1
+                q.revisits -= revisit
+                self._enqueue(crawl, q, url, 0)
+                self._count(crawl, None, scheduled=-1, revisits=-revisit, queued=1)
+            q.due_at = storage.next_due(crawl, q)
+        if q.expiry_at is not None and q.expiry_at <= now:
+            for lease in storage.expired(crawl, q, now):
+                self._requeue(crawl, q, lease)
+            q.expiry_at = storage.next_expiry(crawl, q)
+
+    def _requeue(self, crawl: CrawlRecord, q: QueueRecord, lease: LeaseRecord) -> None:
+        """A lease that ended without a report: its seed goes back to the front of its queue."""
+        url = self._end(crawl, q, lease)
+        self._enqueue(crawl, q, url, 0)
+        self._count(crawl, q, queued=1, requeued=1)
+
+    def _reap(self, crawl: CrawlRecord, now: float) -> int:
+        """Requeue the leases whose holder is gone (a killed worker, a reused pid)."""
+        self._next_reap = now + self.reap_interval
+        alive: dict[tuple[int, int], bool] = {}
+        ended = []
+        for lease in self.storage.leases(crawl):
+            owner = lease.owner
+            if owner not in alive:
+                alive[owner] = owner == self._owner or process_alive(*owner)
+            if not alive[owner] or lease.expires <= now:
+                ended.append(lease)
+        queues: dict[str, QueueRecord] = {}
+        for lease in ended:
+            q = queues.get(lease.queue) or queues.setdefault(
+                lease.queue, self._queue(crawl, lease.queue, now)
+            )
+            self._requeue(crawl, q, lease)
+        for q in queues.values():
+            self._place(crawl, q, now)
+        return len(ended)
+
+    def reap(self) -> int:
+        """Queue again every seed whose lease expired or whose holder is gone; how many."""
+
+        def _write() -> Any:
+            crawl = self._existing()
+            return self._reap(crawl, self._clock()) if crawl is not None else 0
+
+        return self.storage.run(_write)
+
+    # -- reports --------------------------------------------------------------------------------
+
+    def _lease_of(self, crawl: CrawlRecord, seed: Seed) -> LeaseRecord:
+        lease = seed.lease
+        if lease is None:
+            raise NotInFlight(
+                f"seed has no lease (it was not handed out by this frontier, or it crossed a "
+                f"process boundary without it: seed.with_lease(lease)): {seed!r}"
+            )
+        record = self.storage.get_lease(crawl, lease.token)
+        if record is None or record.fp != seed.fingerprint:
+            raise NotInFlight(
+                f"seed is not in flight in crawl {self.name!r} under its lease (reported "
+                f"already, or the lease ended and the seed went to another holder): {seed!r}"
+            )
+        return record
+
+    def report(self, report: Report) -> None:
+        check_report(report)
+        if isinstance(report, Backoff):
+            return  # pauses need tag_backoff()
+
+        def _write() -> Any:
+            crawl = self._crawl_for_write()
+            self._report(crawl, report, self._clock())
+
+        self.storage.run(_write)
+
+    def report_many(self, reports: Iterable[Report]) -> None:
+        batch = list(reports)
+        for report in batch:
+            check_report(report)
+
+        def _write() -> Any:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            for report in batch:
+                if not isinstance(report, Backoff):
+                    self._report(crawl, report, now)
+
+        self.storage.run(_write)
+
+    def _report(self, crawl: CrawlRecord, report: Report, now: float) -> None:
+        assert not isinstance(report, Backoff)
+        lease = self._lease_of(crawl, report.seed)
+        q = self._queue(crawl, lease.queue, now)
+        url = self._end(crawl, q, lease)
+        names = final_counters(report)
+        if names:  # Done, Failed, Skipped (and a Retry nobody took): the URL is finished
+            state = _FINAL_STATES.get(type(report), spi.FAILED)
+            status = getattr(report, "status", None)
+            reason = getattr(report, "reason", None)
+            url.state, url.where, url.kind = state, None, None
+            url.outcome = (now, status, reason)
+            self.storage.save_url(crawl, url)
+            self._count(crawl, q, **dict.fromkeys(names, 1))
+        elif isinstance(report, Cancelled):
+            self._enqueue(crawl, q, url, 0)
+            self._count(crawl, q, cancelled=1, queued=1)
+        else:
+            assert isinstance(report, Reschedule)
+            url.seed = report.seed.with_lease(None)
+            self._schedule(crawl, q, url, report.at, report.kind)
+            if report.retried:
+                self._count(crawl, q, retried=1)
+        self._place(crawl, q, now)
+
+    def _end(self, crawl: CrawlRecord, q: QueueRecord, lease: LeaseRecord) -> UrlRecord:
+        self.storage.end_lease(crawl, lease)
+        q.in_flight -= 1
+        if q.expiry_at is not None and lease.expires <= q.expiry_at:
+            q.expiry_at = self.storage.next_expiry(crawl, q)  # it was the earliest
+        self._count(crawl, None, in_flight=-1)
+        url = self.storage.url(crawl, lease.fp)
+        if url is None:
+            raise CorruptRecord(f"a lease of crawl {self.name!r} names {lease.fp.hex()}, which "
+                                "has no URL record")  # fmt: skip
+        return url
+
+    def _schedule(
+        self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, at: float, kind: str
+    ) -> None:
+        url.where = (at, self.storage.next_seq(crawl))
+        self.storage.schedule(crawl, q, url.where, url.fp)
+        url.state, url.queue, url.kind = SCHEDULED, q.key, kind
+        self.storage.save_url(crawl, url)
+        revisit = kind == REVISIT
+        q.scheduled += 1
+        q.revisits += revisit
+        if q.due_at is None or at < q.due_at:
+            q.due_at = at
+        self._count(crawl, None, scheduled=1, revisits=revisit)
+
+    def _unplace(self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord) -> None:
+        """Take a queued or scheduled URL out of where it is (its record stays)."""
+        if url.state == QUEUED:
+            self.storage.unqueue(crawl, q, url.where)
+            q.queued -= 1
+            self._count(crawl, None, queued=-1)
+        elif url.state == SCHEDULED:
+            self.storage.unschedule(crawl, q, url.where)
+            if q.due_at is not None and url.where[0] <= q.due_at:
+                q.due_at = self.storage.next_due(crawl, q)  # it was the earliest
+            revisit = url.kind == REVISIT
+            q.scheduled -= 1
+            q.revisits -= revisit
+            self._count(crawl, None, scheduled=-1, revisits=-revisit)
+
+    def schedule(self, seed: Seed, at: float, *, kind: str = spi.RETRY) -> None:
+        """Schedule ``seed`` at ``at`` (facades call this): one schedule per URL, a new one
+        replaces the old. A URL in flight must be reported first."""
+        check_seed(seed)
+        check_time("at", at)
+
+        def _write() -> Any:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            fp = seed.fingerprint
+            url = self.storage.url(crawl, fp)
+            key = url.queue if url is not None else self.queue_for(seed)
+            q = self._queue(crawl, key, now)
+            if url is None:
+                url = UrlRecord(fp, seed.with_lease(None), SCHEDULED, key, None, now)
+            elif url.state == IN_FLIGHT:
+                raise InvalidArgument(f"seed is in flight: report it before scheduling: {seed!r}")
+            else:
+                self._unplace(crawl, q, url)
+                url.seed = seed.with_lease(None)
+            self._schedule(crawl, q, url, at, kind)
+            self._place(crawl, q, now)
+
+        self.storage.run(_write)
+
+    def extend_lease(self, seed: Seed, seconds: float | None = None) -> Lease:
+        check_seed(seed)
+        if seconds is not None:
+            check_time("seconds", seconds, minimum=0)
+
+        def _write() -> Any:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            lease = self._lease_of(crawl, seed)
+            q = self._queue(crawl, lease.queue, now)
+            length = self._effective(crawl, q).lease_time if seconds is None else seconds
+            expires = now + length
+            self.storage.extend_lease(crawl, lease, expires)
+            if q.expiry_at is None or expires < q.expiry_at:
+                q.expiry_at = expires
+                self._place(crawl, q, now)
+            return Lease(lease.token, expires)
+
+        return self.storage.run(_write)
+
+    def end_lease_of(self, fp: bytes) -> bool:
+        """End whatever lease the URL ``fp`` has, whoever holds it, and queue it at the front:
+        for protocols without tokens (the URL Frontier's update of a known URL). Whether it
+        was in flight."""
+
+        def _write() -> Any:
+            crawl = self._existing()
+            url = self.storage.url(crawl, fp) if crawl is not None else None
+            if crawl is None or url is None or url.state != IN_FLIGHT:
+                return False
+            lease = self.storage.get_lease(crawl, url.where)
+            if lease is None:
+                raise CorruptRecord(f"URL {fp.hex()} is in flight without its lease")
+            now = self._clock()
+            q = self._queue(crawl, lease.queue, now)
+            self._requeue(crawl, q, lease)
+            self._place(crawl, q, now)
+            return True
+
+        return self.storage.run(_write)
+
+    def pause_queue(self, seed: Seed, until: float) -> bool:
+        check_seed(seed)
+        check_time("until", until)
+        crawl = self._crawl or self._pending
+        assert crawl is not None
+        if crawl.policy.queues == "single":
+            return False
+        key = self.queue_for(seed)
+
+        def _write() -> Any:
+            crawl = self._crawl_for_write()
+            q = self._queue(crawl, key, self._clock())
+            if until > q.blocked:
+                q.blocked = until
+                self._place(crawl, q, self._clock(), rotate=True)
+
+        self.storage.run(_write)
+        return True
+
+    # -- state and statistics -------------------------------------------------------------------
+
+    def state(self, namespace: str) -> MutableMapping[str, Any]:
+        """A facade's key/value state, kept by the storage (the crawl is created by its first
+        write)."""
+        return _CrawlState(self, namespace)
+
+    def stats(self) -> Stats:
+        def totals() -> dict[str, int]:
+            crawl = self._existing()
+            return self.storage.totals(crawl) if crawl is not None else {}
+
+        c = self.storage.view(totals)
+        refused = {k.split(":", 1)[1]: v for k, v in c.items() if k.startswith("refused:") and v}
+        return Stats(
+            admitted=c.get("admitted", 0),
+            refused=refused,
+            popped=c.get("popped", 0),
+            done=c.get("done", 0),
+            failed=c.get("failed", 0),
+            retried=c.get("retried", 0),
+            skipped=c.get("skipped", 0),
+            cancelled=c.get("cancelled", 0),
+            unchanged=c.get("unchanged", 0),
+            queued=c.get("queued", 0),
+            in_flight=c.get("in_flight", 0),
+            scheduled=c.get("scheduled", 0),
+        )
+
+    def __len__(self) -> int:
+        stats = self.stats()
+        return stats.queued + stats.in_flight + stats.scheduled
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    # -- queues ---------------------------------------------------------------------------------
+
+    def _info(self, q: QueueRecord) -> QueueInfo:
+        return QueueInfo(q.key, q.queued, q.in_flight, q.scheduled, q.last, q.blocked, q.delay,
+                         q.cap, q.limit, q.created, dict(q.counts))  # fmt: skip
+
+    def queue(self, key: str) -> QueueInfo | None:
+        if not isinstance(key, str):
+            raise TypeError(f"a queue key is a str, not {type(key).__name__}: {key!r:.100}")
+
+        def _read() -> Any:
+            crawl = self._existing()
+            q = self.storage.queue(crawl, key) if crawl is not None else None
+            return self._info(q) if q is not None else None
+
+        return self.storage.view(_read)
+
+    def queues(self, *, after: str | None = None, limit: int = 100) -> list[QueueInfo]:
+        check_limit(limit)
+
+        def _read() -> Any:
+            crawl = self._existing()
+            if crawl is None:
+                return []
+            return [self._info(q) for q in self.storage.queues(crawl, after, limit)]
+
+        return self.storage.view(_read)
+
+    def set_queue(
+        self,
+        key: str,
+        *,
+        delay: float | None = _UNSET,
+        max_in_flight: int | None = _UNSET,
+        blocked_until: float = _UNSET,
+        limit: int | None = _UNSET,
+    ) -> QueueInfo:
+        if not isinstance(key, str):
+            raise TypeError(f"a queue key is a str, not {type(key).__name__}: {key!r:.100}")
+        if delay is not _UNSET:
+            check_delay("delay", delay)
+        if max_in_flight is not _UNSET:
+            check_cap(max_in_flight)
+        if blocked_until is not _UNSET:
+            check_time("blocked_until", blocked_until)
+        if limit is not _UNSET and limit is not None:
+            check_limit(limit)
+
+        def _write() -> Any:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            q = self._queue(crawl, key, now)
+            if delay is not _UNSET:
+                q.delay = delay
+            if max_in_flight is not _UNSET:
+                q.cap = max_in_flight
+            if blocked_until is not _UNSET:
+                q.blocked = blocked_until
+            if limit is not _UNSET:
+                q.limit = limit
+            self._place(crawl, q, now, rotate=True)
+            return self._info(q)
+
+        return self.storage.run(_write)
+
+    def delete_queue(self, key: str) -> int:
+        def _write() -> Any:
+            crawl = self._existing()
+            q = self.storage.queue(crawl, key) if crawl is not None else None
+            if crawl is None or q is None:
+                return 0
+            self._count(crawl, None, queued=-q.queued, in_flight=-q.in_flight,
+                        scheduled=-q.scheduled, revisits=-q.revisits)  # fmt: skip
+            return self.storage.delete_queue(crawl, q)
+
+        return self.storage.run(_write)
+
+    def delete_crawl(self) -> int:
+        """Remove the crawl and everything it holds; how many URLs it knew."""
+
+        def _write() -> Any:
+            crawl = self._existing()
+            if crawl is None:
+                return 0
+            removed = self.storage.delete_crawl(crawl)
+            self._pending = CrawlRecord(self.name, crawl.policy, 0.0)
+            self._crawl = None
+            return removed
+
+        return self.storage.run(_write)
+
+    # -- URLs -----------------------------------------------------------------------------------
+
+    def _status(self, url: UrlRecord, crawl: CrawlRecord) -> URLStatus:
+        at = None
+        if url.state == IN_FLIGHT:
+            lease = self.storage.get_lease(crawl, url.where)
+            at = lease.expires if lease is not None else None
+        elif url.state == SCHEDULED:
+            at = url.where[0]
+        outcome = None
+        if url.outcome is not None:
+            when, status, reason = url.outcome
+            finished = url.state if url.state not in ACTIVE else spi.DONE
+            outcome = LastOutcome(when, finished, status, reason)
+        return URLStatus(url.seed.url, Fingerprint(url.fp), url.state, url.queue, at, url.kind,
+                         url.created, outcome, url.seed)  # fmt: skip
+
+    def url(self, url: str | bytes) -> URLStatus:
+        if isinstance(url, str):
+            seed = Seed.get(url)
+            fp, shown = seed.fingerprint, seed.url
+        elif isinstance(url, bytes) and len(url) == 16:
+            fp, shown = Fingerprint(url), ""
+        else:
+            raise TypeError(f"a URL (str) or a fingerprint (16 bytes): {url!r:.100}")
+
+        def _read() -> Any:
+            crawl = self._existing()
+            record = self.storage.url(crawl, fp) if crawl is not None else None
+            if record is None:
+                return URLStatus(shown, fp, "unknown")
+            return self._status(record, crawl)  # type: ignore[arg-type]
+
+        return self.storage.view(_read)
+
+    def _scan(
+        self, crawl: CrawlRecord, queue: str | None, after: bytes | None
+    ) -> Iterator[UrlRecord]:
+        q = None
+        if queue is not None:
+            q = self.storage.queue(crawl, queue)
+            if q is None:
+                return
+        if after is None:
+            yield from self.storage.iter_urls(crawl, q)
+            return
+        while True:
+            page = self.storage.urls(crawl, q, after, 256)
+            yield from page
+            if len(page) < 256:
+                return
+            after = page[-1].fp
+
+    def urls(
+        self,
+        *,
+        queue: str | None = None,
+        state: str | None = None,
+        contains: str | None = None,
+        after: bytes | None = None,
+        limit: int = 100,
+    ) -> list[URLStatus]:
+        check_limit(limit)
+        out: list[URLStatus] = []
+
+        def _read() -> Any:
+            crawl = self._existing()
+            if crawl is None:
+                return out
+            for url in self._scan(crawl, queue, after):
+                if (state is None or url.state == state) and (
+                    contains is None or contains in url.seed.url
+                ):
+                    out.append(self._status(url, crawl))
+                    if len(out) >= limit:
+                        break
+
+        return self.storage.view(_read)
+        return out
+
+    def count(
+        self, *, queue: str | None = None, state: str | None = None, contains: str | None = None
+    ) -> int:
+        def _read() -> Any:
+            crawl = self._existing()
+            if crawl is None:
+                return 0
+            if contains is None:
+                if queue is not None:
+                    q = self.storage.queue(crawl, queue)
+                    c: dict[str, int] = _queue_counts(q) if q is not None else {}
+                else:
+                    c = self.storage.totals(crawl)
+                return _count_of(c, state)
+            return sum(
+                1
+                for url in self._scan(crawl, queue, None)
+                if (state is None or url.state == state) and contains in url.seed.url
+            )
+
+        return self.storage.view(_read)
+
+    def purge(self, *, before: float, queue: str | None = None) -> int:
+        check_time("before", before)
+
+        def _write() -> Any:
+            crawl = self._existing()
+            if crawl is None:
+                return 0
+            now = self._clock()
+            gone = [u for u in self._scan(crawl, queue, None) if u.created < before]
+            queues: dict[str, QueueRecord] = {}
+            for url in gone:
+                q = queues.get(url.queue) or queues.setdefault(
+                    url.queue, self._queue(crawl, url.queue, now)
+                )
+                if url.state == IN_FLIGHT:
+                    lease = self.storage.get_lease(crawl, url.where)
+                    if lease is not None:
+                        self._end(crawl, q, lease)
+                self._unplace(crawl, q, url)
+                self.storage.delete_url(crawl, url)
+            for q in queues.values():
+                self._place(crawl, q, now)
+            return len(gone)
+
+        return self.storage.run(_write)
+
+    # -- the complete form: a snapshot of every seed held ---------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        def read() -> tuple[str, list[Any], list[Seed], list[Any]]:
+            crawl = self._existing()
+            queued: list[Any] = []
+            in_flight: list[Seed] = []
+            scheduled: list[Any] = []
+            if crawl is None:
+                return self.order, queued, in_flight, scheduled
+            for url in self._scan(crawl, None, None):
+                if url.state == QUEUED:
+                    queued.append((url.where, url.seed))
+                elif url.state == IN_FLIGHT:
+                    in_flight.append(url.seed)
+                elif url.state == SCHEDULED:
+                    scheduled.append((url.where[0], url.where[1], url.seed, url.kind))
+            return crawl.policy.order, queued, in_flight, scheduled
+
+        order, queued, in_flight, scheduled = self.storage.view(read)
+        queued.sort(key=lambda e: tuple(e[0]))
+        scheduled.sort(key=lambda e: (e[0], e[1]))
+        return Snapshot(
+            order,
+            queued=tuple(seed for _, seed in queued),
+            in_flight=tuple(in_flight),
+            scheduled=tuple((at, seed) for at, _, seed, kind in scheduled if kind != REVISIT),
+            revisits=tuple((at, seed) for at, _, seed, kind in scheduled if kind == REVISIT),
+        )
+
+
+def _queue_counts(q: QueueRecord) -> dict[str, int]:
+    return {**q.counts, "queued": q.queued, "in_flight": q.in_flight, "scheduled": q.scheduled}
+
+
+def _count_of(c: dict[str, int], state: str | None) -> int:
+    active = c.get("queued", 0) + c.get("in_flight", 0) + c.get("scheduled", 0)
+    finished = c.get("done", 0) + c.get("failed", 0) + c.get("skipped", 0)
+    if state is None:
+        return active + finished
+    return c.get(state, 0)
+
+
+class _CrawlState(MutableMapping[str, Any]):
+    """A facade's state under the core's crawl, resolved at each use: reading it creates
+    nothing, its first write creates the crawl."""
+
+    def __init__(self, core: CoreFrontier, namespace: str) -> None:
+        from .protocol import check_namespace
+
+        check_namespace(namespace)
+        self._core, self._namespace = core, namespace
+
+    def _read(self) -> MutableMapping[str, Any] | None:
+        crawl = self._core._existing()
+        return self._core.storage.state(crawl, self._namespace) if crawl is not None else None
+
+    def __getitem__(self, key: str) -> Any:
+        def _read() -> Any:
+            state = self._read()
+            if state is None:
+                raise KeyError(key)
+            return state[key]
+
+        return self._core.storage.view(_read)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        def _write() -> Any:
+            crawl = self._core._crawl_for_write()
+            self._core.storage.state(crawl, self._namespace)[key] = value
+
+        self._core.storage.run(_write)
+
+    def __delitem__(self, key: str) -> None:
+        def _write() -> Any:
+            state = self._read()
+            if state is None:
+                raise KeyError(key)
+            del state[key]
+
+        self._core.storage.run(_write)
+
+    def __iter__(self) -> Iterator[str]:
+        def _read() -> Any:
+            state = self._read()
+            return iter(list(state) if state is not None else [])
+
+        return self._core.storage.view(_read)
+
+    def __len__(self) -> int:
+        def _read() -> Any:
+            state = self._read()
+            return len(state) if state is not None else 0
+
+        return self._core.storage.view(_read)
