@@ -37,6 +37,11 @@ class IncompatibleStore(StoreError):
     """The store was written by a newer crawlstore (format or fingerprint version)."""
 
 
+class OlderFormat(IncompatibleStore):
+    """A store of an older format: opening it for writing migrates it; a read-only open
+    refuses it, naming the command that migrates it."""
+
+
 class StoreFull(StoreError):
     """The store reached its maximum size, or the disk is full; nothing committed was lost."""
 

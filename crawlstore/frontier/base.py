@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Frontier", "StateMap"]
 
+_UNSET: Any = object()  # left out: unchanged
+
 #: Persisted key/value state a facade keeps in its storage (values must be msgpack-able).
 StateMap = MutableMapping[str, Any]
 
@@ -160,10 +162,20 @@ class Frontier(ABC):
         """The crawl's queues in key order, ``limit`` at a time, from after ``after``."""
         return self.core.queues(after=after, limit=limit)
 
-    def set_queue(self, key: str, **settings: Any) -> QueueInfo:
+    def set_queue(
+        self,
+        key: str,
+        *,
+        delay: float | None = _UNSET,
+        max_in_flight: int | None = _UNSET,
+        blocked_until: float = _UNSET,
+        limit: int | None = _UNSET,
+    ) -> QueueInfo:
         """Set a queue's own ``delay``, ``max_in_flight``, ``blocked_until`` or ``limit``
-        (None: the crawl's again), kept for a queue that has no seed yet."""
-        return self.core.set_queue(key, **settings)  # type: ignore[no-any-return]
+        (None: the crawl's again; leave one out to keep it), kept for a queue that has no seed
+        yet."""
+        return self.core.set_queue(key, delay=delay, max_in_flight=max_in_flight,
+                                   blocked_until=blocked_until, limit=limit)  # fmt: skip
 
     def block_queue(self, key: str, until: float) -> QueueInfo:
         """Pop nothing from the queue ``key`` before ``until`` (0: unblock)."""
@@ -177,15 +189,28 @@ class Frontier(ABC):
         """Where a URL (or a fingerprint) stands in the crawl."""
         return self.core.url(url)
 
-    def urls(self, **filters: Any) -> list[URLStatus]:
-        """The crawl's URLs (``queue=``, ``state=``, ``contains=``), ``limit`` at a time from
-        after the fingerprint ``after``."""
-        return self.core.urls(**filters)
+    def urls(
+        self,
+        *,
+        queue: str | None = None,
+        state: str | None = None,
+        contains: str | None = None,
+        after: bytes | None = None,
+        limit: int = 100,
+    ) -> list[URLStatus]:
+        """The crawl's URLs (of one ``queue``, in one ``state``, or whose URL ``contains`` a
+        string), ``limit`` at a time, in fingerprint order from after the fingerprint
+        ``after``."""
+        return self.core.urls(queue=queue, state=state, contains=contains, after=after,
+                              limit=limit)  # fmt: skip
 
-    def count(self, **filters: Any) -> int:
-        """How many URLs the crawl (or ``queue=``) knows, of a ``state=``, or ``contains=``;
-        read from counters unless ``contains`` is given."""
-        return self.core.count(**filters)
+    def count(
+        self, *, queue: str | None = None, state: str | None = None, contains: str | None = None
+    ) -> int:
+        """How many URLs the crawl (or one ``queue``) knows, in a ``state``, or whose URL
+        ``contains`` a string; read from counters, without a scan, unless ``contains`` is
+        given."""
+        return self.core.count(queue=queue, state=state, contains=contains)
 
     def purge(self, *, before: float, queue: str | None = None) -> int:
         """Forget the URLs of the crawl (or of one queue) first admitted before ``before``,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 from ..clock import Clock
@@ -20,8 +20,9 @@ from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
 from ..seed import Lease, Seed
 from ..url import Fingerprint
 from . import spi
-from .base import Frontier
+from .base import _UNSET, Frontier
 from .policy import (
+    DEFAULTS,
     CrawlPolicy,
     Effective,
     check_cap,
@@ -71,7 +72,6 @@ from .spi import (
 
 __all__ = ["CoreFrontier"]
 
-_UNSET: Any = object()
 _PRIORITY_TOP = 2**31 - 1
 _U64_MAX = 2**64 - 1
 #: Queues looked at per index read while popping.
@@ -160,8 +160,10 @@ class CoreFrontier(Frontier):
             )
         self._owner = _owner()
         self._next_reap = -math.inf
+        #: The crawl as this view last read it, inside a unit of the storage; every unit reads
+        #: it again (a rolled-back transaction may have created it, another view changed it).
         self._crawl: CrawlRecord | None = None
-        self._policy_read = -math.inf
+        self._defaults = DEFAULTS
         stored = storage.view(lambda: storage.crawl(crawl))
         if stored is None:
             policy = CrawlPolicy(order or "priority", queues or "single").merged(**changes)
@@ -169,8 +171,8 @@ class CoreFrontier(Frontier):
             if changes or order is not None or queues is not None:  # setting a policy creates it
                 storage.run(self._crawl_for_write)
         else:
-            self._pending = None
-            self._adopt(stored)
+            self._pending = stored
+            self._crawl = stored
             for name, value in (("order", order), ("queues", queues)):
                 if value is not None and getattr(stored.policy, name) != value:
                     raise PolicyConflict(
@@ -183,26 +185,17 @@ class CoreFrontier(Frontier):
                     record = self._crawl_for_write()
                     record.policy = record.policy.merged(**changes)
                     storage.save_crawl(record)
-                    self._adopt(record)
 
                 storage.run(update)
 
     # -- the crawl and its policy ---------------------------------------------------------------
 
-    def _adopt(self, record: CrawlRecord) -> None:
-        self._crawl = record
-        self._policy_read = self._clock()
-        self._key = key_function(record.policy.queues)
-        self._defaults = self.storage.view(self.storage.defaults)
-
     def _existing(self) -> CrawlRecord | None:
-        """The crawl (refreshed every ``reap_interval``), or None while it does not exist."""
-        crawl = self._crawl
-        if crawl is None or self._clock() >= self._policy_read + self.reap_interval:
-            stored = self.storage.crawl(self.name)
-            if stored is not None:
-                self._adopt(stored)
-            crawl = self._crawl
+        """The crawl, read in the current unit; None while it does not exist."""
+        crawl = self.storage.crawl(self.name)
+        if crawl is not None:
+            self._crawl = crawl
+            self._defaults = self.storage.defaults()
         return crawl
 
     def _crawl_for_write(self) -> CrawlRecord:
@@ -210,10 +203,10 @@ class CoreFrontier(Frontier):
         crawl = self._existing()
         if crawl is None:
             assert self._pending is not None
-            record = CrawlRecord(self.name, self._pending.policy, self._clock())
-            self.storage.save_crawl(record)
-            self._adopt(record)
-            crawl = record
+            crawl = CrawlRecord(self.name, self._pending.policy, self._clock())
+            self.storage.save_crawl(crawl)
+            self._crawl = crawl
+            self._defaults = self.storage.defaults()
         return crawl
 
     @property
@@ -227,7 +220,6 @@ class CoreFrontier(Frontier):
     @property
     def policy(self) -> CrawlPolicy:
         """The crawl's policy (a new crawl's, as it will be created)."""
-        self._policy_read = -math.inf  # read it afresh
         crawl = self.storage.view(self._existing) or self._pending
         assert crawl is not None
         return crawl.policy
@@ -321,7 +313,7 @@ class CoreFrontier(Frontier):
     def push(self, seed: Seed) -> Admission:
         check_seed(seed)
 
-        def _write() -> Any:
+        def _write() -> Admission:
             crawl = self._crawl_for_write()
             now = self._clock()
             queues: dict[str, QueueRecord] = {}
@@ -335,7 +327,7 @@ class CoreFrontier(Frontier):
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         batch = check_seeds(seeds)
 
-        def _write() -> Any:
+        def _write() -> list[Admission]:
             crawl = self._crawl_for_write()
             now = self._clock()
             queues: dict[str, QueueRecord] = {}
@@ -350,7 +342,7 @@ class CoreFrontier(Frontier):
         """Count a refusal (facades call this)."""
         check_reason(reason)
 
-        def _write() -> Any:
+        def _write() -> None:
             self._count(self._crawl_for_write(), None, **{"refused:" + reason.value: 1})
 
         self.storage.run(_write)
@@ -359,7 +351,7 @@ class CoreFrontier(Frontier):
     # -- popping --------------------------------------------------------------------------------
 
     def pop(self) -> Pop:
-        def _write() -> Any:
+        def _write() -> Pop:
             crawl = self._existing()
             if crawl is None:
                 return Empty
@@ -387,7 +379,7 @@ class CoreFrontier(Frontier):
         if lease_time is not None:
             check_time("lease_time", lease_time, minimum=0)
 
-        def _write() -> Any:
+        def _write() -> list[Ready]:
             crawl = self._existing()
             if crawl is None or limit == 0:
                 return []
@@ -492,7 +484,7 @@ class CoreFrontier(Frontier):
         """When something of the crawl may next happen (a lower bound): a queue's delay ends,
         a schedule falls due, a lease expires. Facades wait on it."""
 
-        def _read() -> Any:
+        def _read() -> float | None:
             crawl = self._existing()
             return self.storage.next_event(crawl) if crawl is not None else None
 
@@ -549,7 +541,7 @@ class CoreFrontier(Frontier):
     def reap(self) -> int:
         """Queue again every seed whose lease expired or whose holder is gone; how many."""
 
-        def _write() -> Any:
+        def _write() -> int:
             crawl = self._existing()
             return self._reap(crawl, self._clock()) if crawl is not None else 0
 
@@ -577,7 +569,7 @@ class CoreFrontier(Frontier):
         if isinstance(report, Backoff):
             return  # pauses need tag_backoff()
 
-        def _write() -> Any:
+        def _write() -> None:
             crawl = self._crawl_for_write()
             self._report(crawl, report, self._clock())
 
@@ -588,7 +580,7 @@ class CoreFrontier(Frontier):
         for report in batch:
             check_report(report)
 
-        def _write() -> Any:
+        def _write() -> None:
             crawl = self._crawl_for_write()
             now = self._clock()
             for report in batch:
@@ -669,7 +661,7 @@ class CoreFrontier(Frontier):
         check_seed(seed)
         check_time("at", at)
 
-        def _write() -> Any:
+        def _write() -> None:
             crawl = self._crawl_for_write()
             now = self._clock()
             fp = seed.fingerprint
@@ -693,7 +685,7 @@ class CoreFrontier(Frontier):
         if seconds is not None:
             check_time("seconds", seconds, minimum=0)
 
-        def _write() -> Any:
+        def _write() -> Lease:
             crawl = self._crawl_for_write()
             now = self._clock()
             lease = self._lease_of(crawl, seed)
@@ -713,7 +705,7 @@ class CoreFrontier(Frontier):
         for protocols without tokens (the URL Frontier's update of a known URL). Whether it
         was in flight."""
 
-        def _write() -> Any:
+        def _write() -> bool:
             crawl = self._existing()
             url = self.storage.url(crawl, fp) if crawl is not None else None
             if crawl is None or url is None or url.state != IN_FLIGHT:
@@ -738,7 +730,7 @@ class CoreFrontier(Frontier):
             return False
         key = self.queue_for(seed)
 
-        def _write() -> Any:
+        def _write() -> None:
             crawl = self._crawl_for_write()
             q = self._queue(crawl, key, self._clock())
             if until > q.blocked:
@@ -794,7 +786,7 @@ class CoreFrontier(Frontier):
         if not isinstance(key, str):
             raise TypeError(f"a queue key is a str, not {type(key).__name__}: {key!r:.100}")
 
-        def _read() -> Any:
+        def _read() -> QueueInfo | None:
             crawl = self._existing()
             q = self.storage.queue(crawl, key) if crawl is not None else None
             return self._info(q) if q is not None else None
@@ -804,7 +796,7 @@ class CoreFrontier(Frontier):
     def queues(self, *, after: str | None = None, limit: int = 100) -> list[QueueInfo]:
         check_limit(limit)
 
-        def _read() -> Any:
+        def _read() -> list[QueueInfo]:
             crawl = self._existing()
             if crawl is None:
                 return []
@@ -832,7 +824,7 @@ class CoreFrontier(Frontier):
         if limit is not _UNSET and limit is not None:
             check_limit(limit)
 
-        def _write() -> Any:
+        def _write() -> QueueInfo:
             crawl = self._crawl_for_write()
             now = self._clock()
             q = self._queue(crawl, key, now)
@@ -850,7 +842,7 @@ class CoreFrontier(Frontier):
         return self.storage.run(_write)
 
     def delete_queue(self, key: str) -> int:
-        def _write() -> Any:
+        def _write() -> int:
             crawl = self._existing()
             q = self.storage.queue(crawl, key) if crawl is not None else None
             if crawl is None or q is None:
@@ -864,7 +856,7 @@ class CoreFrontier(Frontier):
     def delete_crawl(self) -> int:
         """Remove the crawl and everything it holds; how many URLs it knew."""
 
-        def _write() -> Any:
+        def _write() -> int:
             crawl = self._existing()
             if crawl is None:
                 return 0
@@ -901,7 +893,7 @@ class CoreFrontier(Frontier):
         else:
             raise TypeError(f"a URL (str) or a fingerprint (16 bytes): {url!r:.100}")
 
-        def _read() -> Any:
+        def _read() -> URLStatus:
             crawl = self._existing()
             record = self.storage.url(crawl, fp) if crawl is not None else None
             if record is None:
@@ -940,7 +932,7 @@ class CoreFrontier(Frontier):
         check_limit(limit)
         out: list[URLStatus] = []
 
-        def _read() -> Any:
+        def _read() -> list[URLStatus]:
             crawl = self._existing()
             if crawl is None:
                 return out
@@ -951,14 +943,14 @@ class CoreFrontier(Frontier):
                     out.append(self._status(url, crawl))
                     if len(out) >= limit:
                         break
+            return out
 
         return self.storage.view(_read)
-        return out
 
     def count(
         self, *, queue: str | None = None, state: str | None = None, contains: str | None = None
     ) -> int:
-        def _read() -> Any:
+        def _read() -> int:
             crawl = self._existing()
             if crawl is None:
                 return 0
@@ -980,7 +972,7 @@ class CoreFrontier(Frontier):
     def purge(self, *, before: float, queue: str | None = None) -> int:
         check_time("before", before)
 
-        def _write() -> Any:
+        def _write() -> int:
             crawl = self._existing()
             if crawl is None:
                 return 0
@@ -1003,7 +995,26 @@ class CoreFrontier(Frontier):
 
         return self.storage.run(_write)
 
-    # -- the complete form: a snapshot of every seed held ---------------------------------------
+    # -- the complete form: an export, and a snapshot of every seed held -----------------------
+
+    def export(self) -> Iterator[dict[str, Any]]:
+        """The crawl's frontier as versioned records, read from one consistent snapshot (held
+        while the records are read: consume them, or close the iterator)."""
+        from .export import export_frontier
+
+        with self.storage.reading():
+            yield from export_frontier(self)
+
+    def load(
+        self,
+        records: Iterable[dict[str, Any]],
+        other: Callable[[dict[str, Any]], object] | None = None,
+    ) -> None:
+        """Load an export into this crawl, which must hold nothing yet (records of another
+        kind go to ``other``, or are refused)."""
+        from .export import load_frontier
+
+        load_frontier(self, records, other)
 
     def snapshot(self) -> Snapshot:
         def read() -> tuple[str, list[Any], list[Seed], list[Any]]:
@@ -1070,14 +1081,14 @@ class _CrawlState(MutableMapping[str, Any]):
         return self._core.storage.view(_read)
 
     def __setitem__(self, key: str, value: Any) -> None:
-        def _write() -> Any:
+        def _write() -> None:
             crawl = self._core._crawl_for_write()
             self._core.storage.state(crawl, self._namespace)[key] = value
 
         self._core.storage.run(_write)
 
     def __delitem__(self, key: str) -> None:
-        def _write() -> Any:
+        def _write() -> None:
             state = self._read()
             if state is None:
                 raise KeyError(key)
@@ -1086,14 +1097,14 @@ class _CrawlState(MutableMapping[str, Any]):
         self._core.storage.run(_write)
 
     def __iter__(self) -> Iterator[str]:
-        def _read() -> Any:
+        def _read() -> Iterator[str]:
             state = self._read()
             return iter(list(state) if state is not None else [])
 
         return self._core.storage.view(_read)
 
     def __len__(self) -> int:
-        def _read() -> Any:
+        def _read() -> int:
             state = self._read()
             return len(state) if state is not None else 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, MutableMapping
@@ -18,7 +19,7 @@ import msgpack
 from .. import journal
 from ..clock import Clock, system_clock
 from .core import CoreFrontier
-from .policy import DEFAULTS, CrawlPolicy, Defaults
+from .policy import DEFAULTS, Defaults
 from .snapshot import Snapshot
 from .spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UrlRecord
 
@@ -95,6 +96,10 @@ class MemoryStorage:
         with self.write():
             return operation()
 
+    def reading(self) -> contextlib.AbstractContextManager[object]:
+        """One consistent read for as long as the block lasts (writers wait)."""
+        return self._lock
+
     def view(self, operation: Callable[[], _T]) -> _T:
         """Run ``operation`` as one consistent read."""
         with self._lock:
@@ -161,6 +166,16 @@ class MemoryStorage:
         data.seq += 1
         return data.seq  # never undone: sequences only need to grow
 
+    def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
+        data: _Crawl = crawl.ref
+        data.seq = max(data.seq, at_least)
+
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
+        data: _Crawl = crawl.ref
+        for namespace, state in sorted(data.states.items()):
+            for key in sorted(state):
+                yield namespace, key, state[key]
+
     def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
         data: _Crawl = crawl.ref
         state = data.states.get(namespace)
@@ -220,7 +235,8 @@ class MemoryStorage:
 
     def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
         data: _Crawl = crawl.ref
-        index, taken = data.index, []
+        index = data.index
+        taken: list[tuple[float, int, str]] = []
         while index and len(taken) < limit and index[0][0] <= now:
             entry = heapq.heappop(index)
             if data.indexed.get(entry[2]) == entry[:2] and entry not in taken:
@@ -284,7 +300,7 @@ class MemoryStorage:
                 continue
             out.append(entry)
         if out:
-            self._undo(lambda: [heapq.heappush(heap, e) for e in out])
+            self._undo(lambda: _push_all(heap, out))
         return [fp for _, fp in out]
 
     def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
@@ -296,7 +312,7 @@ class MemoryStorage:
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
         data: _Crawl = crawl.ref
         data.seq += 1
-        lease.token = data.seq.to_bytes(8, "big")
+        lease.token = data.seq.to_bytes(8, "big") + os.urandom(4)  # never another storage's
         data.leases[lease.token] = lease
         heapq.heappush(data.expiries.setdefault(queue.key, []), (lease.expires, lease.token))
         self._undo(lambda: data.leases.pop(lease.token, None))
@@ -330,7 +346,7 @@ class MemoryStorage:
                 out.append(LeaseRecord(lease.token, lease.fp, lease.queue, lease.expires,
                                        lease.owner))  # fmt: skip
         if popped:
-            self._undo(lambda: [heapq.heappush(heap, e) for e in popped])
+            self._undo(lambda: _push_all(heap, popped))
         return out
 
     def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
@@ -375,7 +391,7 @@ class MemoryStorage:
                 continue
             out.append(entry)
         if out:
-            self._undo(lambda: [heapq.heappush(heap, e) for e in out])
+            self._undo(lambda: _push_all(heap, out))
         return out
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
@@ -439,6 +455,11 @@ class MemoryStorage:
             url = data.urls.get(fp)
             if url is not None:
                 yield _copy_url(url)
+
+
+def _push_all(heap: list[Any], entries: list[Any]) -> None:
+    for entry in entries:
+        heapq.heappush(heap, entry)
 
 
 class _MemState(MutableMapping[str, Any]):
@@ -505,18 +526,10 @@ class InMemFrontier(CoreFrontier):
             clock=clock,
             order=order,
             queues=queues,
+            delay=delay,
+            max_in_flight=max_in_flight,
+            lease_time=lease_time,
             reap_interval=reap_interval,
-        )
-        self._pending = CrawlRecord(
-            "default",
-            CrawlPolicy(
-                self._pending.policy.order,
-                queues,
-                delay,
-                max_in_flight,  # type: ignore[union-attr]
-                lease_time,
-            ),  # fmt: skip
-            0.0,
         )
 
     @classmethod

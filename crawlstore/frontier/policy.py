@@ -132,7 +132,7 @@ NO_CAP = -1
 
 def check_cap(cap: object, *, allow_auto: bool = False) -> Cap:
     if cap is None or cap == NO_CAP or (allow_auto and cap == "auto"):
-        return cap  # type: ignore[return-value]
+        return cap
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
         raise InvalidArgument(f"max_in_flight must be None or an int of at least 1: {cap!r}")
     return cap

@@ -165,6 +165,9 @@ class Storage(Protocol):
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """The users' grouping of operations into one atomic step."""
 
+    def reading(self) -> contextlib.AbstractContextManager[object]:
+        """One consistent read for as long as the block lasts (an export iterates in it)."""
+
     # -- crawls ---------------------------------------------------------------------------------
 
     def defaults(self) -> Defaults: ...
@@ -182,7 +185,12 @@ class Storage(Protocol):
     def next_seq(self, crawl: CrawlRecord) -> int:
         """A number unique in the crawl, and larger than every one before."""
 
+    def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
+        """Make every later ``next_seq`` larger than ``at_least`` (loading an export)."""
+
     def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]: ...
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
+        """Every facade state entry of the crawl: (namespace, key, value)."""
 
     # -- queues ---------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, overload
@@ -18,6 +19,7 @@ from ..frontier.protocol import QueueInfo, check_time
 from ..frontier.spi import CrawlRecord
 from .backup import copy_compacted
 from .engine import DATABASES, FORMAT_VERSION, Durability, Engine
+from .exchange import export_store, load_store
 from .frontier import StoreFrontier
 from .seen import StoreBloomSeen, StoreSeen
 from .storage import LmdbStorage
@@ -145,6 +147,25 @@ class Store:
             return prefix
         return storage.run(ensure)
 
+    def _crawl_prefix(self, name: str) -> bytes | None:
+        """The crawl's key prefix, or None when there is no such crawl (nothing is created)."""
+        storage = self._storage
+        crawl = storage.view(lambda: storage.crawl(self._check_name(name)))
+        return crawl.ref if crawl is not None else None
+
+    def export(self, *, crawl: str = "default") -> Iterator[dict[str, Any]]:
+        """The crawl as a stream of versioned records: its frontier (queues, URLs in every
+        state, facade state, counters), seen set and validators, read from one snapshot while
+        crawls go on writing. Nothing for a crawl that does not exist."""
+        self._check_open()
+        return export_store(self, self._check_name(crawl))
+
+    def load(self, records: Iterable[dict[str, Any]], *, crawl: str | None = None) -> str:
+        """Load an export into a crawl that holds nothing yet (the export's name unless
+        ``crawl``), a thousand records a transaction; the crawl's name."""
+        self._check_open()
+        return load_store(self, records, crawl)
+
     def crawls(self) -> list[str]:
         """The names of the crawls in this file."""
         self._check_open()
@@ -181,7 +202,7 @@ class Store:
         sooner, checked every ``reap_interval`` seconds.
         """
         self._check_open()
-        options = {name: value for name, value in (("delay", delay),
+        options: dict[str, Any] = {name: value for name, value in (("delay", delay),
                    ("max_in_flight", max_in_flight), ("lease_time", lease_time))
                    if value is not _UNSET}  # fmt: skip
         return StoreFrontier(

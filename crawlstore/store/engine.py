@@ -24,6 +24,7 @@ from ..errors import (
     CorruptStore,
     IncompatibleStore,
     NotAStore,
+    OlderFormat,
     ReadOnlyStore,
     StoreError,
     StoreFull,
@@ -521,7 +522,15 @@ class Engine:
         with _registry_lock:
             engine = _registry.get(str(real))
             if engine is None:
-                engine = cls(real, **options)
+                try:
+                    engine = cls(real, **options)
+                except OlderFormat:
+                    if options["readonly"]:
+                        raise
+                    from .migrate import migrate
+
+                    migrate(real)  # a new file in its place; the old one kept beside it
+                    engine = cls(real, **options)
                 _registry[str(real)] = engine
             elif not options["readonly"] and (engine.durability, engine.max_map_size) != (
                 options["durability"],
@@ -583,9 +592,10 @@ class Engine:
                 f"up to {FORMAT_VERSION}: upgrade crawlstore"
             )
         if meta.get("format", 0) < FORMAT_VERSION:
-            raise IncompatibleStore(
+            raise OlderFormat(
                 f"{self.path} has format version {meta.get('format', 0)}, older than this "
-                f"crawlstore's {FORMAT_VERSION}: run 'crawlstore migrate {self.path}'"
+                f"crawlstore's {FORMAT_VERSION}: open it for writing to migrate it, or run "
+                f"'python -m crawlstore.store.migrate {self.path}'"
             )
         if meta.get("fingerprint") != FINGERPRINT_VERSION:
             raise IncompatibleStore(

@@ -10,7 +10,7 @@ that a queue's entries, leases, expiries, schedule and URL list are each one key
 | ``qnames`` | crawl, queue key (a digest when long) | queue id |
 | ``ready`` | crawl, event (ms), sequence | queue id: the crawl's index of queues |
 | ``pending`` | crawl, queue, rank, class, sequence | fingerprint |
-| ``leases`` | crawl, token (queue, sequence) | fingerprint, expiry, holder pid and start |
+| ``leases`` | crawl, queue, sequence | fingerprint, expiry, holder pid and start, nonce |
 | ``expiries`` | crawl, queue, expiry (ms), sequence | nothing |
 | ``schedule`` | crawl, queue, due (ms), sequence | fingerprint |
 | ``urls`` | crawl, fingerprint | state, queue, place, created, outcome, kind, seed |
@@ -19,7 +19,9 @@ that a queue's entries, leases, expiries, schedule and URL list are each one key
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import struct
 import threading
 from collections.abc import Callable, Iterator, MutableMapping
@@ -29,7 +31,17 @@ import lmdb
 
 from ..errors import CorruptRecord, StoreError
 from ..frontier.policy import CrawlPolicy, Defaults
-from ..frontier.spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UrlRecord
+from ..frontier.spi import (
+    ACTIVE,
+    DONE,
+    FAILED,
+    SKIPPED,
+    Capabilities,
+    CrawlRecord,
+    LeaseRecord,
+    QueueRecord,
+    UrlRecord,
+)
 from ..seed import Seed
 from ..url import Fingerprint
 from . import keys
@@ -43,8 +55,9 @@ if TYPE_CHECKING:
 __all__ = ["LmdbStorage"]
 
 _T = TypeVar("_T")
+STATES = ACTIVE | {DONE, FAILED, SKIPPED}
 _ORDER = struct.Struct(">IBQ")
-_LEASE = struct.Struct(">16sdqq")  # fingerprint, expiry, holder pid, holder start time
+_LEASE = struct.Struct(">16sdqq4s")  # fingerprint, expiry, holder pid and start, nonce
 _U32 = struct.Struct(">I")
 _MS_SEQ = struct.Struct(">QQ")
 #: Tables whose keys start with a crawl's id (deleting a crawl clears its range in each).
@@ -57,6 +70,25 @@ def _ms_up(t: float) -> int:
     if 0 <= t < 1e15:
         return math.ceil(t * 1000)
     return 0 if t < 0 else keys.U64_MAX
+
+
+def decode_url(key: bytes, raw: bytes) -> UrlRecord:
+    """A URL record (``CorruptRecord`` naming the key when it is not one)."""
+    try:
+        state, queue, where, created, outcome, kind, record = unpack("urls", key, raw)
+        seed = Seed._trusted(record, key[4:])
+        if state not in STATES or not isinstance(queue, str):
+            raise ValueError(f"state {state!r}, queue {queue!r}")
+        if isinstance(where, list):
+            where = tuple(where)
+        if outcome is not None:
+            outcome = tuple(outcome)
+        return UrlRecord(Fingerprint(key[4:]), seed, state, queue, where, float(created),
+                         outcome, kind)  # fmt: skip
+    except CorruptRecord:
+        raise
+    except (TypeError, ValueError, IndexError) as exc:
+        raise CorruptRecord(f"urls record {key.hex()} is malformed: {exc!r}") from None
 
 
 class LmdbStorage:
@@ -102,6 +134,20 @@ class LmdbStorage:
     def transaction(self) -> Any:
         return self.engine.transaction()
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """One read snapshot for as long as the block lasts (an export iterates in it)."""
+        if self.engine.current is not None or getattr(self._local, "txn", None) is not None:
+            yield
+            return
+        txn = self.engine.env.begin(write=False)
+        self._local.txn = txn
+        try:
+            yield
+        finally:
+            self._local.txn = None
+            txn.abort()
+
     def _ctx(self) -> WriteContext:
         ctx = self.engine.current
         if ctx is None:
@@ -112,7 +158,7 @@ class LmdbStorage:
         ctx = self.engine.current
         if ctx is not None:
             return ctx.txn
-        txn = getattr(self._local, "txn", None)
+        txn: lmdb.Transaction | None = getattr(self._local, "txn", None)
         if txn is None:
             raise StoreError(f"{self.engine.path}: a read outside a unit (a bug)")
         return txn
@@ -201,8 +247,21 @@ class LmdbStorage:
     def next_seq(self, crawl: CrawlRecord) -> int:
         return self._ctx().next_seq(crawl.ref)
 
+    def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
+        counters = self._ctx().counters(crawl.ref)
+        counters["seq"] = max(counters["seq"], at_least)
+
     def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
         return StoreStateMap(self.engine, crawl.ref, namespace)
+
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
+        for key, raw in scan(self._txn(), self.dbs["state"], crawl.ref):
+            namespace, _, rest = key[4:].partition(b"\x00")
+            value = unpack("state", key, raw)
+            if rest[:1] == keys.HASHED:
+                yield namespace.decode("utf-8"), value[0], value[1]
+            else:
+                yield namespace.decode("utf-8"), rest.decode("utf-8"), value
 
     # -- queues ---------------------------------------------------------------------------------
 
@@ -296,7 +355,7 @@ class LmdbStorage:
 
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
         ctx = self._ctx()
-        qid, qkey, placed = queue.ref
+        _, qkey, placed = queue.ref
         fps = [bytes(k[8:]) for k, _ in scan(ctx.txn, self.dbs["queue_urls"], qkey)]
         for fp in fps:
             ctx.txn.delete(crawl.ref + fp, db=self.dbs["urls"])
@@ -334,57 +393,65 @@ class LmdbStorage:
         ctx = self._ctx()
         seq = ctx.next_seq(crawl.ref)
         qid = queue.ref[0]
-        lease.token = keys.u32(qid) + keys.u64(seq)
-        value = _LEASE.pack(lease.fp, lease.expires, *lease.owner)
-        ctx.txn.put(crawl.ref + lease.token, value, db=self.dbs["leases"])
+        nonce = os.urandom(4)  # a token from another crawl's lease never matches this one
+        lease.token = keys.u32(qid) + keys.u64(seq) + nonce
+        value = _LEASE.pack(lease.fp, lease.expires, *lease.owner, nonce)
+        ctx.txn.put(crawl.ref + lease.token[:12], value, db=self.dbs["leases"])
         ctx.txn.put(self._expiry_key(crawl, lease.token, lease.expires), b"",
                     db=self.dbs["expiries"])  # fmt: skip
 
     @staticmethod
     def _expiry_key(crawl: CrawlRecord, token: bytes, expires: float) -> bytes:
-        return crawl.ref + token[:4] + _MS_SEQ.pack(_ms_up(expires), keys.read_u64(token, 4))
+        prefix: bytes = crawl.ref
+        return prefix + token[:4] + _MS_SEQ.pack(_ms_up(expires), keys.read_u64(token, 4))
 
     def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
-        if not isinstance(token, bytes) or len(token) != 12:
+        if not isinstance(token, bytes) or len(token) != 16:
             return None
-        raw = self._get("leases", crawl.ref + token)
+        raw = self._get("leases", crawl.ref + token[:12])
         if raw is None:
             return None
-        return self._lease(crawl, token, raw)
+        lease = self._lease(crawl, token[:12], raw)
+        return lease if lease.token == token else None
 
-    def _lease(self, crawl: CrawlRecord, token: bytes, raw: bytes) -> LeaseRecord:
+    def _lease(self, crawl: CrawlRecord, key: bytes, raw: bytes) -> LeaseRecord:
+        """The lease stored under ``key`` (queue id and sequence)."""
         try:
-            fp, expires, pid, start = _LEASE.unpack(raw)
+            fp, expires, pid, start, nonce = _LEASE.unpack(raw)
         except struct.error:
-            raise CorruptRecord(f"leases record {(crawl.ref + token).hex()} is malformed") from None
-        queue = self._queue_at(crawl, keys.read_u32(token))
-        return LeaseRecord(token, Fingerprint(fp), queue.key, expires, (pid, start))
+            raise CorruptRecord(f"leases record {(crawl.ref + key).hex()} is malformed") from None
+        queue = self._queue_at(crawl, keys.read_u32(key))
+        return LeaseRecord(key + nonce, Fingerprint(fp), queue.key, expires, (pid, start))
 
     def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None:
         ctx = self._ctx()
         ctx.txn.delete(self._expiry_key(crawl, lease.token, lease.expires), db=self.dbs["expiries"])
         lease.expires = expires
-        ctx.txn.put(crawl.ref + lease.token, _LEASE.pack(lease.fp, expires, *lease.owner),
-                    db=self.dbs["leases"])  # fmt: skip
+        value = _LEASE.pack(lease.fp, expires, *lease.owner, lease.token[12:])
+        ctx.txn.put(crawl.ref + lease.token[:12], value, db=self.dbs["leases"])
         ctx.txn.put(self._expiry_key(crawl, lease.token, expires), b"", db=self.dbs["expiries"])
 
     def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
         ctx = self._ctx()
-        ctx.txn.delete(crawl.ref + lease.token, db=self.dbs["leases"])
+        ctx.txn.delete(crawl.ref + lease.token[:12], db=self.dbs["leases"])
         ctx.txn.delete(self._expiry_key(crawl, lease.token, lease.expires), db=self.dbs["expiries"])
 
     def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
         cursor = self._cursor("expiries")
         qkey = queue.ref[1]
         now_ms = keys.ms(now)
-        tokens = []
+        found = []
         if cursor.set_range(qkey):
             while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
-                tokens.append(qkey[4:] + bytes(cursor.key()[16:24]))
+                found.append(qkey[4:] + bytes(cursor.key()[16:24]))
                 if not cursor.next():
                     break
-        leases = [self.get_lease(crawl, token) for token in tokens]
-        return [lease for lease in leases if lease is not None]
+        out = []
+        for key in found:
+            raw = self._get("leases", crawl.ref + key)
+            if raw is not None:
+                out.append(self._lease(crawl, key, raw))
+        return out
 
     def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
         cursor = self._cursor("expiries")
@@ -399,7 +466,8 @@ class LmdbStorage:
 
     def _when_key(self, queue: QueueRecord, when: tuple[float, int]) -> bytes:
         at, seq = when
-        return queue.ref[1] + _MS_SEQ.pack(_ms_up(at), seq)
+        qkey: bytes = queue.ref[1]
+        return qkey + _MS_SEQ.pack(_ms_up(at), seq)
 
     def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
                  fp: bytes) -> None:  # fmt: skip
@@ -430,18 +498,7 @@ class LmdbStorage:
     # -- URLs -----------------------------------------------------------------------------------
 
     def _url(self, crawl: CrawlRecord, fp: bytes, raw: bytes) -> UrlRecord:
-        key = crawl.ref + fp
-        try:
-            state, queue, where, created, outcome, kind, record = unpack("urls", key, raw)
-            seed = Seed._trusted(record, fp)
-        except CorruptRecord:
-            raise
-        except (TypeError, ValueError, IndexError) as exc:
-            raise CorruptRecord(f"urls record {key.hex()} is malformed: {exc!r}") from None
-        if isinstance(where, list):
-            where = tuple(where)
-        url = UrlRecord(Fingerprint(fp), seed, state, queue, where, created,
-                        tuple(outcome) if outcome is not None else None, kind)  # fmt: skip
+        url = decode_url(crawl.ref + fp, raw)
         url.ref = True  # stored: its queue lists it already
         return url
 

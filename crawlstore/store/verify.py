@@ -24,9 +24,11 @@ from typing import Any
 import lmdb
 import lmdb.verify
 
-from ..errors import CrawlstoreError
+from ..errors import CrawlstoreError, OlderFormat
 from . import keys
+from .child import run_child
 from .engine import COUNTERS, unpack
+from .storage import decode_url
 
 __all__ = ["verify"]
 
@@ -55,14 +57,8 @@ def verify(path: str | os.PathLike[str], *, isolated: bool = True) -> list[str]:
 
 
 def _check_in_child(path: Path) -> list[str]:
-    import crawlstore
-
-    root = str(Path(crawlstore.__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    code = "import sys; from crawlstore.store.verify import _child; _child(sys.argv[1])"
     try:
-        done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
-                              text=True, env=env, timeout=_TIMEOUT)  # fmt: skip
+        done = run_child("crawlstore.store.verify:_child", str(path), timeout=_TIMEOUT)
     except subprocess.TimeoutExpired:
         return [f"reading the records took longer than {_TIMEOUT} s: stopped"]
     table, problems = "the file's tables", None
@@ -100,7 +96,13 @@ def check_records(
     from . import Store
 
     try:
-        with Store.open(path, readonly=True) as store:
+        store = Store.open(path, readonly=True)
+    except OlderFormat:
+        return []  # an older format, sound as far as its pages go: migrating reads it
+    except CrawlstoreError as exc:
+        return [f"{type(exc).__name__}: {exc}"]
+    try:
+        with store:
             engine = store._engine
             crawls = store.crawls()
             return engine.read(lambda txn: _check_contents(txn, engine.dbs, crawls, reading))
@@ -129,8 +131,11 @@ def _check_contents(
             if decoded:
                 try:
                     record = unpack(name, key, raw)
-                    if name == "urls" and record[0] == "scheduled" and record[5] == "revisit":
-                        revisits[bytes(key[:4])] += 1
+                    if name == "urls":
+                        url = decode_url(bytes(key), bytes(raw))
+                        revisits[bytes(key[:4])] += (
+                            url.state == "scheduled" and url.kind == "revisit"
+                        )
                 except CrawlstoreError as exc:
                     problems.append(str(exc))
                 except (TypeError, IndexError, KeyError):
@@ -186,7 +191,7 @@ def _check_queues(
     by_queue: dict[str, Counter[bytes]],
 ) -> list[str]:  # fmt: skip
     """Each queue's gauges against its entries, leases and schedule."""
-    problems = []
+    problems: list[str] = []
     cursor = txn.cursor(db=dbs["queues"])
     if not cursor.set_range(crawl):
         return problems

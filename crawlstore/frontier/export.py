@@ -1,0 +1,212 @@
+"""A crawl's frontier as a stream of versioned records, and back: the complete form of its
+state, whatever the storage. Memory stays bounded: records are read and written a batch at a
+time.
+
+Records (dicts, msgpack-able), in this order:
+
+- ``{"type": "crawl", "v": 1, "name", "policy", "created", "totals"}``;
+- ``{"type": "queue", "key", "created", "delay", "cap", "blocked", "limit", "last",
+  "counts"}``, one a queue;
+- ``{"type": "url", "seed", "state", "queue", "order" | "at", "seq", "kind", "created",
+  "outcome"}``, one a URL: a seed in flight is exported as queued (at the front of its queue),
+  since its lease dies with the export;
+- ``{"type": "state", "namespace", "key", "value"}``: facades' state (tag pauses, trap budgets);
+- a store adds its seen set and validators (``store.export``), then ``{"type": "end"}``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidArgument, InvalidSnapshot
+from ..seed import Seed
+from . import spi
+from .policy import CrawlPolicy
+from .spi import CrawlRecord, QueueRecord, UrlRecord
+
+if TYPE_CHECKING:
+    from .core import CoreFrontier
+
+__all__ = ["EXPORT_VERSION", "export_frontier", "load_frontier"]
+
+EXPORT_VERSION = 1
+#: Records written a transaction while loading.
+_BATCH = 1000
+
+
+def export_frontier(core: CoreFrontier) -> Iterator[dict[str, Any]]:
+    """The crawl's frontier records (one consistent read: the caller iterates inside it)."""
+    storage = core.storage
+    crawl = core._existing()
+    if crawl is None:
+        return
+    totals = {k: v for k, v in storage.totals(crawl).items() if _exported(k) and v}
+    yield {
+        "type": "crawl",
+        "v": EXPORT_VERSION,
+        "name": crawl.name,
+        "policy": crawl.policy.to_record(),
+        "created": crawl.created,
+        "totals": totals,
+    }
+    after = None
+    while True:
+        page = storage.queues(crawl, after, 256)
+        for q in page:
+            yield {"type": "queue", "key": q.key, "created": q.created, "delay": q.delay,
+                   "cap": q.cap, "blocked": q.blocked, "limit": q.limit, "last": q.last,
+                   "counts": dict(q.counts)}  # fmt: skip
+        if len(page) < 256:
+            break
+        after = page[-1].key
+    for url in storage.iter_urls(crawl, None):
+        yield _url_record(url)
+    for namespace, key, value in storage.states(crawl):
+        yield {"type": "state", "namespace": namespace, "key": key, "value": value}
+
+
+_GAUGES = ("queued", "in_flight", "scheduled", "revisits")
+
+
+def _exported(counter: str) -> bool:
+    """The crawl's own counters (a storage may keep others beside them)."""
+    return counter in spi.COUNTS or counter in _GAUGES or counter.startswith("refused:")
+
+
+def _url_record(url: UrlRecord) -> dict[str, Any]:
+    record: dict[str, Any] = {"type": "url", "seed": url.seed.to_record(), "state": url.state,
+                              "queue": url.queue, "kind": url.kind, "created": url.created,
+                              "outcome": list(url.outcome) if url.outcome else None}  # fmt: skip
+    if url.state == spi.QUEUED:
+        record["order"] = list(url.where)
+    elif url.state == spi.SCHEDULED:
+        record["at"], record["seq"] = url.where
+    elif url.state == spi.IN_FLIGHT:
+        record["state"] = spi.QUEUED  # its lease ends with the export: at the front again
+    return record
+
+
+def load_frontier(
+    core: CoreFrontier,
+    records: Iterable[dict[str, Any]],
+    other: Callable[[dict[str, Any]], object] | None = None,
+) -> None:
+    """Load frontier records into the core's crawl, which must hold nothing yet. Records of
+    other kinds go to ``other`` (a store loads its seen set and validators), or are refused."""
+    storage = core.storage
+    stream = iter(records)
+    header = next(stream, None)
+    if not isinstance(header, dict) or header.get("type") != "crawl":
+        raise InvalidSnapshot("an export starts with its crawl record")
+    if header.get("v") != EXPORT_VERSION:
+        raise InvalidSnapshot(f"export version {header.get('v')!r}; this reads {EXPORT_VERSION}")
+    policy = CrawlPolicy.from_record(header["policy"])
+    totals = {k: int(v) for k, v in header["totals"].items() if _exported(k)}
+
+    def begin() -> CrawlRecord:
+        existing = core._existing()
+        if existing is not None and storage.totals(existing):
+            raise InvalidArgument(f"crawl {core.name!r} is not empty: load into a new crawl")
+        crawl = existing or CrawlRecord(core.name, policy, float(header["created"]))
+        crawl.policy = policy
+        storage.save_crawl(crawl)
+        storage.add_totals(crawl, totals)
+        return crawl
+
+    crawl = storage.run(begin)
+    queues: dict[str, QueueRecord] = {}
+    batch: list[dict[str, Any]] = []
+    for record in stream:
+        kind = record.get("type") if isinstance(record, dict) else None
+        if kind in ("queue", "url", "state"):
+            batch.append(record)
+            if len(batch) >= _BATCH:
+                storage.run(functools.partial(_load, core, crawl, queues, batch))
+                batch = []
+        else:
+            if batch:
+                storage.run(functools.partial(_load, core, crawl, queues, batch))
+                batch = []
+            if kind == "end":
+                continue
+            if other is None:
+                raise InvalidSnapshot(f"an export record of an unknown kind: {kind!r}")
+            other(record)
+    if batch:
+        storage.run(functools.partial(_load, core, crawl, queues, batch))
+    storage.run(functools.partial(_place_all, core, crawl, queues))
+
+
+def _load(
+    core: CoreFrontier,
+    crawl: CrawlRecord,
+    queues: dict[str, QueueRecord],
+    batch: list[dict[str, Any]],
+) -> None:
+    storage = core.storage
+    try:
+        for record in batch:
+            kind = record["type"]
+            if kind == "queue":
+                q = QueueRecord(record["key"], float(record["created"]))
+                q.delay, q.cap, q.limit = record["delay"], record["cap"], record["limit"]
+                q.blocked, q.last = float(record["blocked"]), float(record["last"])
+                q.counts = {k: int(v) for k, v in record["counts"].items()}
+                storage.save_queue(crawl, q, None)
+                queues[q.key] = q
+            elif kind == "url":
+                _load_url(core, crawl, queues, record)
+            else:
+                storage.state(crawl, record["namespace"])[record["key"]] = record["value"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidSnapshot(f"an export record is malformed: {exc!r}") from None
+
+
+def _load_url(
+    core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRecord], record: dict[str, Any]
+) -> None:
+    storage = core.storage
+    seed = Seed.from_record(record["seed"])
+    q = queues.get(record["queue"])
+    if q is None:
+        q = queues[record["queue"]] = core._queue(crawl, record["queue"], float(record["created"]))
+    outcome = tuple(record["outcome"]) if record.get("outcome") else None
+    url = UrlRecord(seed.fingerprint, seed, record["state"], q.key, None,
+                    float(record["created"]), outcome, record.get("kind"))  # fmt: skip
+    state = record["state"]
+    if state == spi.QUEUED:
+        order = record.get("order")
+        if order is None:  # it was in flight: the front of its queue
+            rank = 2**31 - 1 - seed.priority if crawl.policy.order == "priority" else 0
+            order = [rank, 0, storage.next_seq(crawl)]
+        url.where = tuple(order)
+        storage.advance_seq(crawl, int(order[2]))
+        storage.enqueue(crawl, q, url.where, url.fp)
+        q.queued += 1
+    elif state == spi.SCHEDULED:
+        at = float(record["at"])
+        url.where = (at, int(record["seq"]))
+        storage.advance_seq(crawl, url.where[1])
+        storage.schedule(crawl, q, url.where, url.fp)
+        q.scheduled += 1
+        q.revisits += url.kind == spi.REVISIT
+        q.due_at = at if q.due_at is None else min(q.due_at, at)
+    elif state not in (spi.DONE, spi.FAILED, spi.SKIPPED):
+        raise InvalidSnapshot(f"an export names an unknown URL state: {state!r}")
+    storage.save_url(crawl, url)
+
+
+def _place_all(core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRecord]) -> None:
+    """Put every loaded queue in the crawl's index, and the totals' gauges in line with what
+    was loaded (seeds that were in flight are queued now)."""
+    now = core.clock()
+    gauges = {"queued": 0, "in_flight": 0, "scheduled": 0, "revisits": 0}
+    for q in queues.values():
+        gauges["queued"] += q.queued
+        gauges["scheduled"] += q.scheduled
+        gauges["revisits"] += q.revisits
+        core._place(crawl, q, now)
+    totals = core.storage.totals(crawl)
+    core.storage.add_totals(crawl, {k: v - totals.get(k, 0) for k, v in gauges.items()})

@@ -1,0 +1,150 @@
+"""A store crawl's export: its frontier's records, then its seen set (exact or Bloom) and its
+validators, then an end record that counts what came before; and loading one back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import lmdb
+
+from ..errors import InvalidSnapshot
+from . import keys
+from .engine import WriteContext, pack, unpack
+from .records import scan
+
+if TYPE_CHECKING:
+    from . import Store
+
+__all__ = ["export_store", "load_store"]
+
+#: Fingerprints a seen record carries.
+_SEEN_BATCH = 4096
+_WRITE_BATCH = 1000
+
+
+def export_store(store: Store, crawl: str) -> Iterator[dict[str, Any]]:
+    frontier = store.frontier(crawl=crawl)
+    storage = store._storage
+    with storage.reading():
+        counts = {"url": 0, "queue": 0, "state": 0, "seen": 0, "validator": 0, "bloom": 0}
+        for record in frontier.export():
+            counts[record["type"]] = counts.get(record["type"], 0) + 1
+            yield record
+        if "crawl" not in counts:
+            return  # no such crawl
+        prefix = store._crawl_prefix(crawl)
+        if prefix is None:
+            return
+        txn, dbs = storage._txn(), store._engine.dbs
+        yield from _seen(txn, dbs, prefix, counts)
+        yield from _bloom(txn, dbs, prefix, counts)
+        for key, raw in scan(txn, dbs["validators"], prefix):
+            etag, last_modified, stored_at = unpack("validators", key, raw)
+            counts["validator"] += 1
+            yield {"type": "validator", "fp": key[4:], "etag": etag,
+                   "last_modified": last_modified, "stored_at": stored_at}  # fmt: skip
+        yield {"type": "end", "counts": {k: v for k, v in counts.items() if k != "crawl"}}
+
+
+def _seen(
+    txn: lmdb.Transaction, dbs: dict[str, Any], prefix: bytes, counts: dict[str, int]
+) -> Iterator[dict[str, Any]]:
+    cursor = txn.cursor(db=dbs["seen"])
+    if not cursor.set_key(prefix):
+        return
+    batch: list[bytes] = []
+    for fp in cursor.iternext_dup():
+        batch.append(bytes(fp))
+        if len(batch) >= _SEEN_BATCH:
+            counts["seen"] += len(batch)
+            yield {"type": "seen", "fps": batch}
+            batch = []
+    if batch:
+        counts["seen"] += len(batch)
+        yield {"type": "seen", "fps": batch}
+
+
+def _bloom(
+    txn: lmdb.Transaction, dbs: dict[str, Any], prefix: bytes, counts: dict[str, int]
+) -> Iterator[dict[str, Any]]:
+    for key, raw in scan(txn, dbs["bloom"], prefix):
+        if key[4:5] == b"\x00":
+            counts["bloom"] += 1
+            yield {"type": "bloom", "params": unpack("bloom", key, raw)}
+        else:
+            yield {"type": "bloom_chunk", "chunk": keys.read_u32(key, 5), "bits": raw}
+
+
+def load_store(store: Store, records: Iterable[dict[str, Any]], crawl: str | None) -> str:
+    """Load an export into a crawl of ``store`` (the export's own name unless ``crawl``),
+    which must hold nothing yet; the crawl's name."""
+    stream = iter(records)
+    header = next(stream, None)
+    if not isinstance(header, dict) or header.get("type") != "crawl":
+        raise InvalidSnapshot("an export starts with its crawl record")
+    name = crawl or header.get("name")
+    if not isinstance(name, str):
+        raise InvalidSnapshot(f"an export names its crawl: {name!r}")
+    frontier = store.frontier(crawl=name)
+    pending: list[dict[str, Any]] = []
+    ended: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if pending:
+            batch = list(pending)
+            pending.clear()
+            store._engine.run(lambda ctx: _write(ctx, store._crawl(name), batch))
+
+    def other(record: dict[str, Any]) -> None:
+        if record.get("type") == "end":
+            ended.append(record)
+            return
+        if record.get("type") not in ("seen", "bloom", "bloom_chunk", "validator"):
+            raise InvalidSnapshot(f"an export record of an unknown kind: {record.get('type')!r}")
+        pending.append(record)
+        if len(pending) >= _WRITE_BATCH:
+            flush()
+
+    frontier.load(_with_end(header, stream, ended), other)
+    flush()
+    return name
+
+
+def _with_end(
+    header: dict[str, Any], stream: Iterator[dict[str, Any]], ended: list[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    yield header
+    for record in stream:
+        if isinstance(record, dict) and record.get("type") == "end":
+            ended.append(record)
+            return
+        yield record
+    raise InvalidSnapshot("the export ends before its end record: it was cut short")
+
+
+def _write(ctx: WriteContext, prefix: bytes, batch: list[dict[str, Any]]) -> None:
+    dbs = ctx.dbs
+    counters = ctx.counters(prefix)
+    try:
+        for record in batch:
+            kind = record["type"]
+            if kind == "seen":
+                for fp in record["fps"]:
+                    if len(fp) != 16:
+                        raise ValueError(f"a fingerprint is 16 bytes: {fp!r}")
+                    if ctx.txn.put(prefix, bytes(fp), db=dbs["seen"], dupdata=False):
+                        counters["seen"] += 1
+            elif kind == "bloom":
+                ctx.txn.put(prefix + b"\x00", pack(record["params"]), db=dbs["bloom"])
+            elif kind == "bloom_chunk":
+                key = prefix + b"\x01" + keys.u32(int(record["chunk"]))
+                ctx.txn.put(key, bytes(record["bits"]), db=dbs["bloom"])
+            else:
+                fp = bytes(record["fp"])
+                existed = ctx.txn.get(prefix + fp, db=dbs["validators"]) is not None
+                value = pack([record["etag"], record["last_modified"], record["stored_at"]])
+                ctx.txn.put(prefix + fp, value, db=dbs["validators"])
+                counters["validators"] += not existed
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidSnapshot(f"an export record is malformed: {exc!r}") from None
