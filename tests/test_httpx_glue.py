@@ -188,7 +188,9 @@ def test_validators_that_cannot_be_sent_are_refused(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s.lmdb") as store:  # a file from before these checks
         v = store.validators()
         fp = Seed.get("https://e.com/").fingerprint
-        engine = store._engine
-        engine.run(lambda ctx: ctx.txn.put(v._prefix + fp, pack(["a\r\nb", None, 0.0]),
-                                           db=ctx.dbs["validators"]))  # fmt: skip
+        v.put(fp, Validator(etag='"x"'))
+        storage = store._storage
+        prefix = storage.view(lambda: storage.crawl_key("default"))
+        storage.engine.run(lambda ctx: ctx.txn.put(prefix + fp, pack(["a\r\nb", None, 0.0]),
+                                                   db=ctx.dbs["validators"]))  # fmt: skip
         assert v.get(fp) is None

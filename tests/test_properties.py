@@ -57,7 +57,7 @@ HOSTS = ("h0.test", "h1.test", "h2.test")
 DELAY, CAP, LEASE, REVISIT = 1.0, 2, 30.0, 50.0
 TRAPS = TrapPolicy(max_urls=4, max_fanout=None, max_random_urls=None, max_path_depth=None,
                    max_repetitions=None)  # fmt: skip
-LIVE = ("queued", "in_flight", "scheduled")
+POLICY: dict = dict(queues="host", delay=DELAY, max_in_flight=CAP, lease_time=LEASE)
 
 
 @dataclass
@@ -121,14 +121,12 @@ class CoreMachine(RuleBasedStateMachine):
         """An empty storage of this machine's kind."""
         self.generation += 1
         if self.storage == "memory":
-            self.core: Frontier = InMemFrontier("fifo", clock=self.clock, queues="host",
-                                                delay=DELAY, max_in_flight=CAP, lease_time=LEASE)  # fmt: skip
+            self.core: Frontier = InMemFrontier("fifo", clock=self.clock, **POLICY)
             self.seen = InMemSeen()
         else:
             self.store = Store.open(self.dir / f"s{self.generation}.lmdb", clock=self.clock,
                                     durability="group")  # fmt: skip
-            self.core = self.store.frontier("fifo", queues="host", delay=DELAY,
-                                            max_in_flight=CAP, lease_time=LEASE)  # fmt: skip
+            self.core = self.store.frontier("fifo", **POLICY)
             self.seen = self.store.seen()  # type: ignore[assignment]
         self.chain()
 
@@ -216,37 +214,30 @@ class CoreMachine(RuleBasedStateMachine):
     def do_pop(self) -> None:
         now = self.clock()
         self._expire(now)
+        popped = self.f.pop()
+        self._released(now)
+        self._skipped_by_traps(now)
         ready = self._ready_hosts(now)
-        while True:
-            popped = self.f.pop()
-            if not isinstance(popped, Ready):
-                break
+        if isinstance(popped, Ready):
             fp = popped.seed.fingerprint
             url = self.m.urls[fp]
             assert url.host in ready, (popped.seed, ready)
             assert fp in self._candidates(url.host, now), popped.seed
             assert popped.lease is not None and popped.seed.lease == popped.lease
             assert popped.lease.expires == now + LEASE
-            if prefix_of(url.seed.url) in self.m.blocked:  # the trap facade skips it
-                url.state = "skipped"
-                self.m.count("skipped")
-                self.m.count("refused:trap", 0)
-                self.m.last[url.host] = now
-                ready = self._ready_hosts(now)
-                continue
+            assert prefix_of(url.seed.url) not in self.m.blocked, popped.seed
             if url.state == "scheduled":
                 url.revisit = False
-            url.state, url.expires, url.seed = (
-                "in_flight",
-                now + LEASE,
-                popped.seed.with_lease(None),
-            )
+            url.state, url.expires = "in_flight", now + LEASE
+            url.seed = popped.seed.with_lease(None)
             self.m.last[url.host] = now
             self.held.append(popped.seed)
             return
         if ready:
-            raise AssertionError(f"nothing popped ({popped}), but {sorted(ready)} are ready: "
-                                 f"{self.f.queues()} {self.m}")
+            raise AssertionError(
+                f"nothing popped ({popped}), but {sorted(ready)} are ready: "
+                f"{self.f.queues()} {self.m}"
+            )
         work = any(u.state == "queued" or (u.state == "scheduled" and not u.revisit)
                    for u in self.m.urls.values())  # fmt: skip
         revisits = any(u.state == "scheduled" and u.revisit for u in self.m.urls.values())
@@ -256,6 +247,26 @@ class CoreMachine(RuleBasedStateMachine):
         assert isinstance(popped, Wait), popped
         upcoming = self._next_event(now)
         assert upcoming is not None and now <= popped.until <= upcoming + 0.001, (popped, upcoming)
+
+    def _released(self, now: float) -> None:
+        """A schedule that fell due goes to the front of its queue when a pop visits the
+        queue: which queues a pop visits is the core's round robin, so the model asks."""
+        for fp, url in self.m.urls.items():
+            if url.state == "scheduled" and url.due <= now and self.f.url(fp).state == "queued":
+                self.m.queue(fp, front=True)
+                url.revisit = False
+
+    def _skipped_by_traps(self, now: float) -> None:
+        """A pop hands out no seed under a trapped prefix: the trap facade reports each one it
+        took as skipped, and that take counts for its host's politeness."""
+        for fp, url in self.m.urls.items():
+            due = url.state == "queued" or (url.state == "scheduled" and url.due <= now)
+            trapped = due and prefix_of(url.seed.url) in self.m.blocked
+            if trapped and self.f.url(fp).state == "skipped":
+                assert url.host in self._ready_hosts(now), url.seed
+                url.state = "skipped"
+                self.m.count("skipped")
+                self.m.last[url.host] = now
 
     def _expire(self, now: float) -> None:
         """Leases that expired go back to the front of their queues: reaped before a pop."""
@@ -407,6 +418,7 @@ class CoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def counts_match(self) -> None:
+        self._released(self.clock())
         stats = self.f.stats()
         urls = self.m.urls.values()
         assert stats.queued == sum(u.state == "queued" for u in urls)
@@ -444,7 +456,9 @@ class StoreMachine(CoreMachine):
         self.store.close()
         self.store = Store.open(self.dir / f"s{self.generation}.lmdb", clock=self.clock,
                                 durability="group")  # fmt: skip
-        self.core = self.store.frontier()  # the crawl's stored policy
+        # the crawl's stored policy; a deleted crawl is created again by its first write
+        stored = "default" in self.store.crawls()
+        self.core = self.store.frontier() if stored else self.store.frontier("fifo", **POLICY)
         self.seen = self.store.seen()  # type: ignore[assignment]
         self.chain()
 

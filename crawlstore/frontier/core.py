@@ -165,7 +165,7 @@ class CoreFrontier(Frontier):
         self._crawl: CrawlRecord | None = None
         self._defaults = DEFAULTS
         stored = storage.view(lambda: storage.crawl(crawl))
-        if stored is None:
+        if stored is None or not stored.settled:
             policy = CrawlPolicy(order or "priority", queues or "single").merged(**changes)
             self._pending = CrawlRecord(crawl, policy, 0.0)
             if changes or order is not None or queues is not None:  # setting a policy creates it
@@ -194,16 +194,20 @@ class CoreFrontier(Frontier):
         """The crawl, read in the current unit; None while it does not exist."""
         crawl = self.storage.crawl(self.name)
         if crawl is not None:
+            if not crawl.settled:  # reads see the policy this view's first write will fix
+                crawl.policy = self._pending.policy
             self._crawl = crawl
             self._defaults = self.storage.defaults()
         return crawl
 
     def _crawl_for_write(self) -> CrawlRecord:
-        """The crawl, created by this write when it does not exist yet."""
+        """The crawl, created by this write when it does not exist yet (or its policy settled
+        when its seen set or validators created it)."""
         crawl = self._existing()
-        if crawl is None:
-            assert self._pending is not None
-            crawl = CrawlRecord(self.name, self._pending.policy, self._clock())
+        if crawl is None or not crawl.settled:
+            if crawl is None:
+                crawl = CrawlRecord(self.name, self._pending.policy, self._clock())
+            crawl.settled = True
             self.storage.save_crawl(crawl)
             self._crawl = crawl
             self._defaults = self.storage.defaults()

@@ -128,19 +128,20 @@ class MemoryStorage:
         if data is None:
             return None
         record = data.record
-        return CrawlRecord(record.name, record.policy, record.created, data)
+        return CrawlRecord(record.name, record.policy, record.created, data,
+                           settled=record.settled)  # fmt: skip
 
     def save_crawl(self, crawl: CrawlRecord) -> None:
         data = self._crawls.get(crawl.name)
         if data is None:
             data = self._crawls[crawl.name] = _Crawl(
-                CrawlRecord(crawl.name, crawl.policy, crawl.created)
+                CrawlRecord(crawl.name, crawl.policy, crawl.created, settled=crawl.settled)
             )
             self._undo(lambda: self._crawls.pop(crawl.name, None))
         else:
-            old = data.record.policy
-            data.record.policy = crawl.policy
-            self._undo(lambda: setattr(data.record, "policy", old))
+            old = data.record
+            data.record = CrawlRecord(old.name, crawl.policy, old.created, settled=crawl.settled)
+            self._undo(lambda: setattr(data, "record", old))
         crawl.ref = data
 
     def crawls(self) -> list[str]:

@@ -59,12 +59,23 @@ class Capabilities:
 
 
 class CrawlRecord:
-    """A crawl: its name, its policy, when it was created; ``ref`` is the storage's own."""
+    """A crawl: its name, its policy, when it was created; ``ref`` is the storage's own.
+    ``settled`` is False while the policy is not fixed yet: a crawl a seen set or validators
+    created by their first write takes the policy of its frontier's first write."""
 
-    __slots__ = ("created", "name", "policy", "ref")
+    __slots__ = ("created", "name", "policy", "ref", "settled")
 
-    def __init__(self, name: str, policy: CrawlPolicy, created: float, ref: Any = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        policy: CrawlPolicy,
+        created: float,
+        ref: Any = None,
+        *,
+        settled: bool = True,
+    ) -> None:
         self.name, self.policy, self.created, self.ref = name, policy, created, ref
+        self.settled = settled
 
 
 class QueueRecord:

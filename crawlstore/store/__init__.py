@@ -14,9 +14,7 @@ import lmdb
 
 from ..clock import Clock, system_clock
 from ..errors import InvalidArgument, StoreError
-from ..frontier.policy import CrawlPolicy
 from ..frontier.protocol import QueueInfo, check_time
-from ..frontier.spi import CrawlRecord
 from .backup import copy_compacted
 from .engine import DATABASES, FORMAT_VERSION, Durability, Engine
 from .exchange import export_store, load_store
@@ -126,45 +124,20 @@ class Store:
             )
         return name
 
-    def _crawl(self, name: str) -> bytes:
-        """The crawl's key prefix, the crawl created (with the default policy) when missing."""
-        self._check_name(name)
-        storage = self._storage
-
-        def ensure() -> bytes:
-            crawl = storage.crawl(name)
-            if crawl is None:
-                crawl = CrawlRecord(name, CrawlPolicy(), self.clock())
-                storage.save_crawl(crawl)
-            prefix: bytes = crawl.ref
-            return prefix
-
-        if self.readonly:
-            crawl = storage.view(lambda: storage.crawl(name))
-            if crawl is None:
-                raise StoreError(f"{self.path} has no crawl named {name!r}")
-            prefix: bytes = crawl.ref
-            return prefix
-        return storage.run(ensure)
-
-    def _crawl_prefix(self, name: str) -> bytes | None:
-        """The crawl's key prefix, or None when there is no such crawl (nothing is created)."""
-        storage = self._storage
-        crawl = storage.view(lambda: storage.crawl(self._check_name(name)))
-        return crawl.ref if crawl is not None else None
-
     def export(self, *, crawl: str = "default") -> Iterator[dict[str, Any]]:
         """The crawl as a stream of versioned records: its frontier (queues, URLs in every
         state, facade state, counters), seen set and validators, read from one snapshot while
         crawls go on writing. Nothing for a crawl that does not exist."""
         self._check_open()
-        return export_store(self, self._check_name(crawl))
+        return export_store(self._storage, self.frontier(crawl=self._check_name(crawl)))
 
     def load(self, records: Iterable[dict[str, Any]], *, crawl: str | None = None) -> str:
         """Load an export into a crawl that holds nothing yet (the export's name unless
         ``crawl``), a thousand records a transaction; the crawl's name."""
         self._check_open()
-        return load_store(self, records, crawl)
+        if crawl is not None:
+            self._check_name(crawl)
+        return load_store(self._storage, lambda name: self.frontier(crawl=name), records, crawl)
 
     def crawls(self) -> list[str]:
         """The names of the crawls in this file."""
@@ -226,16 +199,16 @@ class Store:
     ) -> StoreSeen | StoreBloomSeen:
         """The crawl's exact seen set, or with ``bloom=(expected, fp_rate)`` its Bloom filter."""
         self._check_open()
-        prefix = self._crawl(crawl)
+        name = self._check_name(crawl)
         if bloom is None:
-            return StoreSeen(self._engine, prefix)
+            return StoreSeen(self._storage, name, self.clock)
         expected, fp_rate = bloom
-        return StoreBloomSeen(self._engine, prefix, expected, fp_rate)
+        return StoreBloomSeen(self._storage, name, self.clock, expected, fp_rate)
 
     def validators(self, *, crawl: str = "default") -> StoreValidators:
         """The crawl's validators (ETag, Last-Modified) by request fingerprint."""
         self._check_open()
-        return StoreValidators(self._engine, self._crawl(crawl), self.clock)
+        return StoreValidators(self._storage, self._check_name(crawl), self.clock)
 
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """Group operations of every view into one atomic commit; nested use joins, an

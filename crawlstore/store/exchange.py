@@ -14,7 +14,10 @@ from .engine import WriteContext, pack, unpack
 from .records import scan
 
 if TYPE_CHECKING:
-    from . import Store
+    from collections.abc import Callable
+
+    from .frontier import StoreFrontier
+    from .storage import LmdbStorage
 
 __all__ = ["export_store", "load_store"]
 
@@ -23,9 +26,7 @@ _SEEN_BATCH = 4096
 _WRITE_BATCH = 1000
 
 
-def export_store(store: Store, crawl: str) -> Iterator[dict[str, Any]]:
-    frontier = store.frontier(crawl=crawl)
-    storage = store._storage
+def export_store(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
     with storage.reading():
         counts = {"url": 0, "queue": 0, "state": 0, "seen": 0, "validator": 0, "bloom": 0}
         for record in frontier.export():
@@ -33,10 +34,10 @@ def export_store(store: Store, crawl: str) -> Iterator[dict[str, Any]]:
             yield record
         if "crawl" not in counts:
             return  # no such crawl
-        prefix = store._crawl_prefix(crawl)
+        prefix = storage.crawl_key(frontier.core.name)
         if prefix is None:
             return
-        txn, dbs = storage._txn(), store._engine.dbs
+        txn, dbs = storage.txn(), storage.dbs
         yield from _seen(txn, dbs, prefix, counts)
         yield from _bloom(txn, dbs, prefix, counts)
         for key, raw in scan(txn, dbs["validators"], prefix):
@@ -76,9 +77,14 @@ def _bloom(
             yield {"type": "bloom_chunk", "chunk": keys.read_u32(key, 5), "bits": raw}
 
 
-def load_store(store: Store, records: Iterable[dict[str, Any]], crawl: str | None) -> str:
-    """Load an export into a crawl of ``store`` (the export's own name unless ``crawl``),
-    which must hold nothing yet; the crawl's name."""
+def load_store(
+    storage: LmdbStorage,
+    frontier_of: Callable[[str], StoreFrontier],
+    records: Iterable[dict[str, Any]],
+    crawl: str | None,
+) -> str:
+    """Load an export into a crawl (the export's own name unless ``crawl``), which must hold
+    nothing yet; the crawl's name."""
     stream = iter(records)
     header = next(stream, None)
     if not isinstance(header, dict) or header.get("type") != "crawl":
@@ -86,7 +92,7 @@ def load_store(store: Store, records: Iterable[dict[str, Any]], crawl: str | Non
     name = crawl or header.get("name")
     if not isinstance(name, str):
         raise InvalidSnapshot(f"an export names its crawl: {name!r}")
-    frontier = store.frontier(crawl=name)
+    frontier = frontier_of(name)
     pending: list[dict[str, Any]] = []
     ended: list[dict[str, Any]] = []
 
@@ -94,7 +100,7 @@ def load_store(store: Store, records: Iterable[dict[str, Any]], crawl: str | Non
         if pending:
             batch = list(pending)
             pending.clear()
-            store._engine.run(lambda ctx: _write(ctx, store._crawl(name), batch))
+            storage.engine.run(lambda ctx: _write(ctx, _prefix(storage, name), batch))
 
     def other(record: dict[str, Any]) -> None:
         if record.get("type") == "end":
@@ -121,6 +127,12 @@ def _with_end(
             return
         yield record
     raise InvalidSnapshot("the export ends before its end record: it was cut short")
+
+
+def _prefix(storage: LmdbStorage, name: str) -> bytes:
+    prefix = storage.crawl_key(name)  # the frontier's load created the crawl
+    assert prefix is not None
+    return prefix
 
 
 def _write(ctx: WriteContext, prefix: bytes, batch: list[dict[str, Any]]) -> None:

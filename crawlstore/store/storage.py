@@ -148,13 +148,13 @@ class LmdbStorage:
             self._local.txn = None
             txn.abort()
 
-    def _ctx(self) -> WriteContext:
+    def ctx(self) -> WriteContext:
         ctx = self.engine.current
         if ctx is None:
             raise StoreError(f"{self.engine.path}: a write outside a write unit (a bug)")
         return ctx
 
-    def _txn(self) -> lmdb.Transaction:
+    def txn(self) -> lmdb.Transaction:
         ctx = self.engine.current
         if ctx is not None:
             return ctx.txn
@@ -163,45 +163,46 @@ class LmdbStorage:
             raise StoreError(f"{self.engine.path}: a read outside a unit (a bug)")
         return txn
 
-    def _get(self, db: str, key: bytes) -> bytes | None:
-        raw = self._txn().get(key, db=self.dbs[db])
+    def get(self, db: str, key: bytes) -> bytes | None:
+        raw = self.txn().get(key, db=self.dbs[db])
         return bytes(raw) if raw is not None else None
 
-    def _record(self, db: str, key: bytes) -> Any:
+    def record(self, db: str, key: bytes) -> Any:
         """A cached record (in a write unit) or a fresh read."""
         ctx = self.engine.current
         if ctx is not None:
             return ctx.record(db, key)
-        raw = self._get(db, key)
+        raw = self.get(db, key)
         return unpack(db, key, raw) if raw is not None else None
 
-    def _cursor(self, db: str) -> lmdb.Cursor:
+    def cursor(self, db: str) -> lmdb.Cursor:
         ctx = self.engine.current
         if ctx is not None:
             return ctx.cursor(db)
-        return self._txn().cursor(db=self.dbs[db])
+        return self.txn().cursor(db=self.dbs[db])
 
     # -- crawls ---------------------------------------------------------------------------------
 
     def defaults(self) -> Defaults:
-        record = self._record("meta", b"defaults")
+        record = self.record("meta", b"defaults")
         return Defaults.from_record(record) if isinstance(record, dict) else Defaults()
 
     def save_defaults(self, defaults: Defaults) -> None:
-        self._ctx().put_record("meta", b"defaults", defaults.to_record())
+        self.ctx().put_record("meta", b"defaults", defaults.to_record())
 
     def crawl(self, name: str) -> CrawlRecord | None:
-        record = self._record("crawls", name.encode("utf-8"))
+        record = self.record("crawls", name.encode("utf-8"))
         if record is None:
             return None
         try:
             policy = CrawlPolicy.from_record(record.get("policy") or {})
-            return CrawlRecord(name, policy, float(record["created"]), keys.u32(record["id"]))
+            return CrawlRecord(name, policy, float(record["created"]), keys.u32(record["id"]),
+                               settled=bool(record.get("settled", True)))  # fmt: skip
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptRecord(f"crawls record {name!r} is malformed: {exc}") from None
 
     def save_crawl(self, crawl: CrawlRecord) -> None:
-        ctx = self._ctx()
+        ctx = self.ctx()
         key = crawl.name.encode("utf-8")
         if crawl.ref is None:
             ids = ctx.record("meta", b"crawl_ids", lambda: 0) + 1
@@ -209,14 +210,28 @@ class LmdbStorage:
             crawl.ref = keys.u32(ids)
         record = {"id": keys.read_u32(crawl.ref), "policy": crawl.policy.to_record(),
                   "created": crawl.created}  # fmt: skip
+        if not crawl.settled:
+            record["settled"] = False
         ctx.put_record("crawls", key, record)
 
+    def crawl_key(self, name: str, *, create: float | None = None) -> bytes | None:
+        """In a unit: the crawl's key prefix, None when there is no such crawl; with ``create``
+        (the time) a missing crawl is created, its policy not settled yet."""
+        crawl = self.crawl(name)
+        if crawl is None:
+            if create is None:
+                return None
+            crawl = CrawlRecord(name, CrawlPolicy(), create, settled=False)
+            self.save_crawl(crawl)
+        prefix: bytes = crawl.ref
+        return prefix
+
     def crawls(self) -> list[str]:
-        cursor = self._txn().cursor(db=self.dbs["crawls"])
+        cursor = self.txn().cursor(db=self.dbs["crawls"])
         return [bytes(k).decode("utf-8") for k in cursor.iternext(values=False)]
 
     def delete_crawl(self, crawl: CrawlRecord) -> int:
-        ctx = self._ctx()
+        ctx = self.ctx()
         prefix = crawl.ref
         removed = sum(1 for _ in scan(ctx.txn, self.dbs["urls"], prefix))
         for table in CRAWL_TABLES:
@@ -228,7 +243,7 @@ class LmdbStorage:
         return removed
 
     def _delete_range(self, table: str, prefix: bytes) -> int:
-        cursor = self._ctx().cursor(table)
+        cursor = self.ctx().cursor(table)
         n = 0
         if cursor.set_range(prefix):
             while cursor.key()[: len(prefix)] == prefix:
@@ -238,24 +253,28 @@ class LmdbStorage:
         return n
 
     def totals(self, crawl: CrawlRecord) -> dict[str, int]:
-        counters = self._record(COUNTERS, crawl.ref)
+        return self.totals_of(crawl.ref)
+
+    def totals_of(self, prefix: bytes) -> dict[str, int]:
+        """In a unit: the totals of the crawl with this key prefix."""
+        counters = self.record(COUNTERS, prefix)
         return dict(counters) if counters else {}
 
     def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
-        self._ctx().counters(crawl.ref).update(deltas)
+        self.ctx().counters(crawl.ref).update(deltas)
 
     def next_seq(self, crawl: CrawlRecord) -> int:
-        return self._ctx().next_seq(crawl.ref)
+        return self.ctx().next_seq(crawl.ref)
 
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
-        counters = self._ctx().counters(crawl.ref)
+        counters = self.ctx().counters(crawl.ref)
         counters["seq"] = max(counters["seq"], at_least)
 
     def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
         return StoreStateMap(self.engine, crawl.ref, namespace)
 
     def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
-        for key, raw in scan(self._txn(), self.dbs["state"], crawl.ref):
+        for key, raw in scan(self.txn(), self.dbs["state"], crawl.ref):
             namespace, _, rest = key[4:].partition(b"\x00")
             value = unpack("state", key, raw)
             if rest[:1] == keys.HASHED:
@@ -266,12 +285,12 @@ class LmdbStorage:
     # -- queues ---------------------------------------------------------------------------------
 
     def _qid(self, crawl: CrawlRecord, key: str) -> int | None:
-        raw = self._get("qnames", keys.text_key(crawl.ref, key, "a queue key"))
+        raw = self.get("qnames", keys.text_key(crawl.ref, key, "a queue key"))
         return keys.read_u32(raw) if raw is not None else None
 
     def _queue_at(self, crawl: CrawlRecord, qid: int) -> QueueRecord:
         qkey = crawl.ref + keys.u32(qid)
-        record = self._record("queues", qkey)
+        record = self.record("queues", qkey)
         try:
             q = QueueRecord.from_record(record[:-1])
         except (TypeError, ValueError, IndexError) as exc:
@@ -286,7 +305,7 @@ class LmdbStorage:
     def save_queue(
         self, crawl: CrawlRecord, queue: QueueRecord, event: float | None, rotate: bool = False
     ) -> None:
-        ctx = self._ctx()
+        ctx = self.ctx()
         if queue.ref is None:
             qid = self._qid(crawl, queue.key)
             if qid is None:
@@ -314,7 +333,7 @@ class LmdbStorage:
         ctx.put_record("queues", qkey, [*queue.to_record(), index_key])
 
     def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
-        cursor = self._cursor("qnames")
+        cursor = self.cursor("qnames")
         start = crawl.ref if after is None else keys.text_key(crawl.ref, after, "a queue key")
         out: list[QueueRecord] = []
         if not cursor.set_range(start):
@@ -333,7 +352,7 @@ class LmdbStorage:
         return self.totals(crawl).get("queues", 0)
 
     def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
-        cursor = self._cursor("ready")
+        cursor = self.cursor("ready")
         now_ms = keys.ms(now)
         out: list[QueueRecord] = []
         if not cursor.set_range(crawl.ref):
@@ -348,13 +367,13 @@ class LmdbStorage:
         return out
 
     def next_event(self, crawl: CrawlRecord) -> float | None:
-        cursor = self._cursor("ready")
+        cursor = self.cursor("ready")
         if cursor.set_range(crawl.ref) and cursor.key()[:4] == crawl.ref:
             return keys.read_u64(cursor.key(), 4) / 1000
         return None
 
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
-        ctx = self._ctx()
+        ctx = self.ctx()
         _, qkey, placed = queue.ref
         fps = [bytes(k[8:]) for k, _ in scan(ctx.txn, self.dbs["queue_urls"], qkey)]
         for fp in fps:
@@ -372,10 +391,10 @@ class LmdbStorage:
 
     def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
                 fp: bytes) -> None:  # fmt: skip
-        self._ctx().txn.put(queue.ref[1] + _ORDER.pack(*order), fp, db=self.dbs["pending"])
+        self.ctx().txn.put(queue.ref[1] + _ORDER.pack(*order), fp, db=self.dbs["pending"])
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
-        cursor = self._ctx().cursor("pending")
+        cursor = self.ctx().cursor("pending")
         qkey = queue.ref[1]
         out: list[bytes] = []
         if n <= 0 or not cursor.set_range(qkey):
@@ -387,10 +406,10 @@ class LmdbStorage:
         return out
 
     def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
-        self._ctx().txn.delete(queue.ref[1] + _ORDER.pack(*order), db=self.dbs["pending"])
+        self.ctx().txn.delete(queue.ref[1] + _ORDER.pack(*order), db=self.dbs["pending"])
 
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
-        ctx = self._ctx()
+        ctx = self.ctx()
         seq = ctx.next_seq(crawl.ref)
         qid = queue.ref[0]
         nonce = os.urandom(4)  # a token from another crawl's lease never matches this one
@@ -408,7 +427,7 @@ class LmdbStorage:
     def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
         if not isinstance(token, bytes) or len(token) != 16:
             return None
-        raw = self._get("leases", crawl.ref + token[:12])
+        raw = self.get("leases", crawl.ref + token[:12])
         if raw is None:
             return None
         lease = self._lease(crawl, token[:12], raw)
@@ -424,7 +443,7 @@ class LmdbStorage:
         return LeaseRecord(key + nonce, Fingerprint(fp), queue.key, expires, (pid, start))
 
     def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None:
-        ctx = self._ctx()
+        ctx = self.ctx()
         ctx.txn.delete(self._expiry_key(crawl, lease.token, lease.expires), db=self.dbs["expiries"])
         lease.expires = expires
         value = _LEASE.pack(lease.fp, expires, *lease.owner, lease.token[12:])
@@ -432,12 +451,12 @@ class LmdbStorage:
         ctx.txn.put(self._expiry_key(crawl, lease.token, expires), b"", db=self.dbs["expiries"])
 
     def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
-        ctx = self._ctx()
+        ctx = self.ctx()
         ctx.txn.delete(crawl.ref + lease.token[:12], db=self.dbs["leases"])
         ctx.txn.delete(self._expiry_key(crawl, lease.token, lease.expires), db=self.dbs["expiries"])
 
     def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
-        cursor = self._cursor("expiries")
+        cursor = self.cursor("expiries")
         qkey = queue.ref[1]
         now_ms = keys.ms(now)
         found = []
@@ -448,20 +467,20 @@ class LmdbStorage:
                     break
         out = []
         for key in found:
-            raw = self._get("leases", crawl.ref + key)
+            raw = self.get("leases", crawl.ref + key)
             if raw is not None:
                 out.append(self._lease(crawl, key, raw))
         return out
 
     def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
-        cursor = self._cursor("expiries")
+        cursor = self.cursor("expiries")
         qkey = queue.ref[1]
         if cursor.set_range(qkey) and cursor.key()[:8] == qkey:
             return keys.read_u64(cursor.key(), 8) / 1000
         return None
 
     def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
-        for key, raw in list(scan(self._txn(), self.dbs["leases"], crawl.ref)):
+        for key, raw in list(scan(self.txn(), self.dbs["leases"], crawl.ref)):
             yield self._lease(crawl, key[4:], raw)
 
     def _when_key(self, queue: QueueRecord, when: tuple[float, int]) -> bytes:
@@ -471,13 +490,13 @@ class LmdbStorage:
 
     def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
                  fp: bytes) -> None:  # fmt: skip
-        self._ctx().txn.put(self._when_key(queue, when), fp, db=self.dbs["schedule"])
+        self.ctx().txn.put(self._when_key(queue, when), fp, db=self.dbs["schedule"])
 
     def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]) -> None:
-        self._ctx().txn.delete(self._when_key(queue, when), db=self.dbs["schedule"])
+        self.ctx().txn.delete(self._when_key(queue, when), db=self.dbs["schedule"])
 
     def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
-        cursor = self._ctx().cursor("schedule")
+        cursor = self.ctx().cursor("schedule")
         qkey = queue.ref[1]
         now_ms = keys.ms(now)
         out: list[tuple[Any, bytes]] = []
@@ -489,7 +508,7 @@ class LmdbStorage:
         return out
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
-        cursor = self._cursor("schedule")
+        cursor = self.cursor("schedule")
         qkey = queue.ref[1]
         if cursor.set_range(qkey) and cursor.key()[:8] == qkey:
             return keys.read_u64(cursor.key(), 8) / 1000
@@ -503,11 +522,11 @@ class LmdbStorage:
         return url
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
-        raw = self._get("urls", crawl.ref + fp)
+        raw = self.get("urls", crawl.ref + fp)
         return self._url(crawl, fp, raw) if raw is not None else None
 
     def save_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
-        ctx = self._ctx()
+        ctx = self.ctx()
         value = pack([url.state, url.queue, url.where, url.created, url.outcome, url.kind,
                       url.seed.to_record()])  # fmt: skip
         ctx.txn.put(crawl.ref + url.fp, value, db=self.dbs["urls"])
@@ -519,7 +538,7 @@ class LmdbStorage:
             url.ref = True
 
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
-        ctx = self._ctx()
+        ctx = self.ctx()
         ctx.txn.delete(crawl.ref + url.fp, db=self.dbs["urls"])
         qid = self._qid(crawl, url.queue)
         if qid is not None:
@@ -540,7 +559,7 @@ class LmdbStorage:
     def _walk(
         self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None
     ) -> Iterator[UrlRecord]:
-        txn = self._txn()
+        txn = self.txn()
         if queue is None:
             prefix = crawl.ref
             cursor = txn.cursor(db=self.dbs["urls"])
