@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from dataclasses import replace
 from typing import Any
 
 from ..clock import Clock
@@ -24,6 +25,7 @@ from .base import _UNSET, Frontier
 from .policy import (
     DEFAULTS,
     CrawlPolicy,
+    Defaults,
     Effective,
     check_cap,
     check_delay,
@@ -70,7 +72,7 @@ from .spi import (
     UrlRecord,
 )
 
-__all__ = ["CoreFrontier"]
+__all__ = ["CoreFrontier", "set_defaults"]
 
 _PRIORITY_TOP = 2**31 - 1
 _U64_MAX = 2**64 - 1
@@ -111,6 +113,24 @@ def process_alive(pid: int, start: int) -> bool:
 def _owner() -> tuple[int, int]:
     pid = os.getpid()
     return pid, _process_start(pid)
+
+
+def set_defaults(storage: spi.Storage, **changes: Any) -> Defaults:
+    """Change the storage-wide level of the policy, which every crawl inherits where neither
+    it nor a queue sets a value (``delay``, ``max_in_flight``: an int, ``"auto"`` or None for
+    no cap, ``lease_time``); the new defaults."""
+    unknown = set(changes) - {"delay", "max_in_flight", "lease_time"}
+    if unknown:
+        raise InvalidArgument(f"no store-wide setting named {sorted(unknown)}")
+    if "max_in_flight" in changes and changes["max_in_flight"] is None:
+        changes["max_in_flight"] = -1
+
+    def write() -> Defaults:
+        defaults = replace(storage.defaults(), **changes)  # checked by Defaults itself
+        storage.save_defaults(defaults)
+        return defaults
+
+    return storage.run(write)
 
 
 class CoreFrontier(Frontier):
@@ -1004,10 +1024,10 @@ class CoreFrontier(Frontier):
     def export(self) -> Iterator[dict[str, Any]]:
         """The crawl's frontier as versioned records, read from one consistent snapshot (held
         while the records are read: consume them, or close the iterator)."""
-        from .export import export_frontier
+        from .export import export_frontier, with_end
 
         with self.storage.reading():
-            yield from export_frontier(self)
+            yield from with_end(export_frontier(self))
 
     def load(
         self,

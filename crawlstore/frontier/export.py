@@ -11,7 +11,9 @@ Records (dicts, msgpack-able), in this order:
   "outcome"}``, one a URL: a seed in flight is exported as queued (at the front of its queue),
   since its lease dies with the export;
 - ``{"type": "state", "namespace", "key", "value"}``: facades' state (tag pauses, trap budgets);
-- a store adds its seen set and validators (``store.export``), then ``{"type": "end"}``.
+- a store adds its seen set and validators (``store.export``);
+- ``{"type": "end", "counts"}``: how many records of each type came before, so that a stream
+  cut short is refused.
 """
 
 from __future__ import annotations
@@ -29,15 +31,26 @@ from .spi import CrawlRecord, QueueRecord, UrlRecord
 if TYPE_CHECKING:
     from .core import CoreFrontier
 
-__all__ = ["EXPORT_VERSION", "export_frontier", "load_frontier"]
+__all__ = ["EXPORT_VERSION", "export_frontier", "load_frontier", "with_end"]
 
 EXPORT_VERSION = 1
 #: Records written a transaction while loading.
 _BATCH = 1000
 
 
+def with_end(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The records, then the end record that counts them by type (none for no records)."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record["type"]] = counts.get(record["type"], 0) + 1
+        yield record
+    if counts:
+        yield {"type": "end", "counts": counts}
+
+
 def export_frontier(core: CoreFrontier) -> Iterator[dict[str, Any]]:
-    """The crawl's frontier records (one consistent read: the caller iterates inside it)."""
+    """The crawl's frontier records, without the end record (one consistent read: the caller
+    iterates inside it)."""
     storage = core.storage
     crawl = core._existing()
     if crawl is None:
@@ -102,24 +115,48 @@ def load_frontier(
         raise InvalidSnapshot("an export starts with its crawl record")
     if header.get("v") != EXPORT_VERSION:
         raise InvalidSnapshot(f"export version {header.get('v')!r}; this reads {EXPORT_VERSION}")
-    policy = CrawlPolicy.from_record(header["policy"])
-    totals = {k: int(v) for k, v in header["totals"].items() if _exported(k)}
+    try:
+        policy = CrawlPolicy.from_record(header["policy"])
+        totals = {k: int(v) for k, v in header["totals"].items() if _exported(k)}
+        created = float(header["created"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InvalidSnapshot(f"an export's crawl record is malformed: {exc!r}") from None
 
     def begin() -> CrawlRecord:
         existing = core._existing()
         if existing is not None and storage.totals(existing):
             raise InvalidArgument(f"crawl {core.name!r} is not empty: load into a new crawl")
-        crawl = existing or CrawlRecord(core.name, policy, float(header["created"]))
+        crawl = existing or CrawlRecord(core.name, policy, created)
         crawl.policy = policy
         storage.save_crawl(crawl)
         storage.add_totals(crawl, totals)
         return crawl
 
     crawl = storage.run(begin)
+    try:
+        _load_records(core, crawl, stream, other)
+    except BaseException:
+        core.delete_crawl()  # it held nothing before: a load that fails leaves no trace
+        raise
+
+
+def _load_records(
+    core: CoreFrontier,
+    crawl: CrawlRecord,
+    stream: Iterator[Any],
+    other: Callable[[dict[str, Any]], object] | None,
+) -> None:
+    storage = core.storage
     queues: dict[str, QueueRecord] = {}
     batch: list[dict[str, Any]] = []
+    counts = {"crawl": 1}
+    end: dict[str, Any] | None = None
     for record in stream:
         kind = record.get("type") if isinstance(record, dict) else None
+        if kind == "end":
+            end = record
+            break
+        counts[str(kind)] = counts.get(str(kind), 0) + 1
         if kind in ("queue", "url", "state"):
             batch.append(record)
             if len(batch) >= _BATCH:
@@ -129,14 +166,18 @@ def load_frontier(
             if batch:
                 storage.run(functools.partial(_load, core, crawl, queues, batch))
                 batch = []
-            if kind == "end":
-                continue
             if other is None:
                 raise InvalidSnapshot(f"an export record of an unknown kind: {kind!r}")
             other(record)
     if batch:
         storage.run(functools.partial(_load, core, crawl, queues, batch))
     storage.run(functools.partial(_place_all, core, crawl, queues))
+    if end is None:
+        raise InvalidSnapshot("the export ends before its end record: it was cut short")
+    if end.get("counts") != counts:
+        raise InvalidSnapshot(
+            f"the export's end record counts {end.get('counts')!r}, but {counts!r} came"
+        )
 
 
 def _load(

@@ -74,15 +74,20 @@ class Defaults:
     max_in_flight: Cap = "auto"
     lease_time: float = 600.0
 
+    def __post_init__(self) -> None:
+        check_delay("delay", self.delay)
+        if check_delay("lease_time", self.lease_time) == 0:
+            raise InvalidArgument("lease_time must be more than 0 seconds")
+        if self.max_in_flight is None:
+            raise InvalidArgument('the store-wide max_in_flight is "auto", an int, or -1 (no cap)')
+        check_cap(self.max_in_flight, allow_auto=True)
+
     def to_record(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Defaults:
         return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
-
-
-DEFAULTS = Defaults()
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,3 +183,7 @@ def ready_at(
     if policy.limit is not None and finished >= policy.limit:
         return None
     return max(policy.blocked_until, last + policy.delay)
+
+
+#: The storage-wide level a new storage starts with.
+DEFAULTS = Defaults()

@@ -14,6 +14,8 @@ import lmdb
 
 from ..clock import Clock, system_clock
 from ..errors import InvalidArgument, StoreError
+from ..frontier.core import set_defaults
+from ..frontier.policy import Defaults
 from ..frontier.protocol import QueueInfo, check_time
 from .backup import copy_compacted
 from .engine import DATABASES, FORMAT_VERSION, Durability, Engine
@@ -138,6 +140,27 @@ class Store:
         if crawl is not None:
             self._check_name(crawl)
         return load_store(self._storage, lambda name: self.frontier(crawl=name), records, crawl)
+
+    def defaults(self) -> Defaults:
+        """The store-wide policy every crawl inherits where it sets no value of its own."""
+        self._check_open()
+        return self._storage.view(self._storage.defaults)
+
+    def set_defaults(
+        self,
+        *,
+        delay: float = _UNSET,
+        max_in_flight: int | Literal["auto"] | None = _UNSET,
+        lease_time: float = _UNSET,
+    ) -> Defaults:
+        """Change the store-wide policy (the URL Frontier's SetDelay with an empty key): each
+        value given applies to every crawl and queue that does not set its own; the new
+        defaults."""
+        self._check_open()
+        changes = {name: value for name, value in (("delay", delay),
+                   ("max_in_flight", max_in_flight), ("lease_time", lease_time))
+                   if value is not _UNSET}  # fmt: skip
+        return set_defaults(self._storage, **changes)
 
     def crawls(self) -> list[str]:
         """The names of the crawls in this file."""

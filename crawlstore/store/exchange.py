@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 
 from ..errors import InvalidSnapshot
+from ..frontier.export import export_frontier, with_end
 from . import keys
 from .engine import WriteContext, pack, unpack
 from .records import scan
@@ -28,29 +29,24 @@ _WRITE_BATCH = 1000
 
 def export_store(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
     with storage.reading():
-        counts = {"url": 0, "queue": 0, "state": 0, "seen": 0, "validator": 0, "bloom": 0}
-        for record in frontier.export():
-            counts[record["type"]] = counts.get(record["type"], 0) + 1
-            yield record
-        if "crawl" not in counts:
-            return  # no such crawl
-        prefix = storage.crawl_key(frontier.core.name)
-        if prefix is None:
-            return
-        txn, dbs = storage.txn(), storage.dbs
-        yield from _seen(txn, dbs, prefix, counts)
-        yield from _bloom(txn, dbs, prefix, counts)
-        for key, raw in scan(txn, dbs["validators"], prefix):
-            etag, last_modified, stored_at = unpack("validators", key, raw)
-            counts["validator"] += 1
-            yield {"type": "validator", "fp": key[4:], "etag": etag,
-                   "last_modified": last_modified, "stored_at": stored_at}  # fmt: skip
-        yield {"type": "end", "counts": {k: v for k, v in counts.items() if k != "crawl"}}
+        yield from with_end(_records(storage, frontier))
 
 
-def _seen(
-    txn: lmdb.Transaction, dbs: dict[str, Any], prefix: bytes, counts: dict[str, int]
-) -> Iterator[dict[str, Any]]:
+def _records(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+    yield from export_frontier(frontier.core)
+    prefix = storage.crawl_key(frontier.core.name)
+    if prefix is None:
+        return  # no such crawl
+    txn, dbs = storage.txn(), storage.dbs
+    yield from _seen(txn, dbs, prefix)
+    yield from _bloom(txn, dbs, prefix)
+    for key, raw in scan(txn, dbs["validators"], prefix):
+        etag, last_modified, stored_at = unpack("validators", key, raw)
+        yield {"type": "validator", "fp": key[4:], "etag": etag,
+               "last_modified": last_modified, "stored_at": stored_at}  # fmt: skip
+
+
+def _seen(txn: lmdb.Transaction, dbs: dict[str, Any], prefix: bytes) -> Iterator[dict[str, Any]]:
     cursor = txn.cursor(db=dbs["seen"])
     if not cursor.set_key(prefix):
         return
@@ -58,20 +54,15 @@ def _seen(
     for fp in cursor.iternext_dup():
         batch.append(bytes(fp))
         if len(batch) >= _SEEN_BATCH:
-            counts["seen"] += len(batch)
             yield {"type": "seen", "fps": batch}
             batch = []
     if batch:
-        counts["seen"] += len(batch)
         yield {"type": "seen", "fps": batch}
 
 
-def _bloom(
-    txn: lmdb.Transaction, dbs: dict[str, Any], prefix: bytes, counts: dict[str, int]
-) -> Iterator[dict[str, Any]]:
+def _bloom(txn: lmdb.Transaction, dbs: dict[str, Any], prefix: bytes) -> Iterator[dict[str, Any]]:
     for key, raw in scan(txn, dbs["bloom"], prefix):
         if key[4:5] == b"\x00":
-            counts["bloom"] += 1
             yield {"type": "bloom", "params": unpack("bloom", key, raw)}
         else:
             yield {"type": "bloom_chunk", "chunk": keys.read_u32(key, 5), "bits": raw}
@@ -94,7 +85,6 @@ def load_store(
         raise InvalidSnapshot(f"an export names its crawl: {name!r}")
     frontier = frontier_of(name)
     pending: list[dict[str, Any]] = []
-    ended: list[dict[str, Any]] = []
 
     def flush() -> None:
         if pending:
@@ -103,30 +93,21 @@ def load_store(
             storage.engine.run(lambda ctx: _write(ctx, _prefix(storage, name), batch))
 
     def other(record: dict[str, Any]) -> None:
-        if record.get("type") == "end":
-            ended.append(record)
-            return
         if record.get("type") not in ("seen", "bloom", "bloom_chunk", "validator"):
             raise InvalidSnapshot(f"an export record of an unknown kind: {record.get('type')!r}")
         pending.append(record)
         if len(pending) >= _WRITE_BATCH:
             flush()
 
-    frontier.load(_with_end(header, stream, ended), other)
-    flush()
+    def stream_then_flush() -> Iterator[dict[str, Any]]:
+        yield header
+        for record in stream:
+            if isinstance(record, dict) and record.get("type") == "end":
+                flush()  # before the frontier checks the end record, and so inside its undo
+            yield record
+
+    frontier.load(stream_then_flush(), other)
     return name
-
-
-def _with_end(
-    header: dict[str, Any], stream: Iterator[dict[str, Any]], ended: list[dict[str, Any]]
-) -> Iterator[dict[str, Any]]:
-    yield header
-    for record in stream:
-        if isinstance(record, dict) and record.get("type") == "end":
-            ended.append(record)
-            return
-        yield record
-    raise InvalidSnapshot("the export ends before its end record: it was cut short")
 
 
 def _prefix(storage: LmdbStorage, name: str) -> bytes:

@@ -76,6 +76,7 @@ def migrate(path: str | os.PathLike[str]) -> Path:
 
 def _child(source: str, target: str) -> None:
     """Read the old file, write the new one (run in a child process)."""
+    from ..frontier.export import with_end
     from . import Store
 
     env = lmdb.open(source, subdir=False, readonly=True, lock=False, max_dbs=32)
@@ -92,7 +93,7 @@ def _child(source: str, target: str) -> None:
         with Store.open(target, durability="safe") as store:
             for name in crawls:
                 with env.begin() as txn:
-                    store.load(_export_v1(txn, dbs, name), crawl=name)
+                    store.load(with_end(_export_v1(txn, dbs, name)), crawl=name)
     finally:
         env.close()
     print(json.dumps({"migrated": crawls}))
@@ -191,7 +192,6 @@ def _export_v1(txn: lmdb.Transaction, dbs: dict[str, Any], name: str) -> Iterato
         etag, last_modified, stored_at = unpack(raw)
         yield {"type": "validator", "fp": key[4:], "etag": etag, "last_modified": last_modified,
                "stored_at": stored_at}  # fmt: skip
-    yield {"type": "end"}
 
 
 def main(argv: list[str] | None = None) -> int:
