@@ -360,7 +360,7 @@ class CoreMachine(RuleBasedStateMachine):
 
     @rule()
     def delete_crawl(self) -> None:
-        self.f.delete_crawl() if hasattr(self.f, "delete_crawl") else self.core.delete_crawl()  # type: ignore[attr-defined]
+        self.f.core.delete_crawl()
         self.seen = InMemSeen() if self.storage == "memory" else self.store.seen()  # type: ignore[assignment]
         self.chain()
         self.m = Model(seq=self.m.seq)

@@ -100,8 +100,9 @@ class Frontier(ABC):
         """Up to ``limit`` ready seeds, now in flight, in one transaction, in the core's fair
         order (round robin over the queues that are ready): at most ``per_queue`` from a queue,
         from at most ``queues`` queues, or only from the queue ``queue``; leased for
-        ``lease_time`` seconds (the crawl's by default). Fewer (or none) when fewer are ready:
-        ``pop()`` then tells when the next one will be."""
+        ``lease_time`` seconds (the crawl's by default). A queue with a delay hands out one
+        seed, or ``per_queue`` when given (a service's batch per delay window). Fewer (or none)
+        when fewer are ready: ``pop()`` then tells when the next one will be."""
 
     def _through(self, ready: Ready) -> list[Ready]:
         """What this frontier makes of a seed the core handed out (a facade may take it

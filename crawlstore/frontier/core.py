@@ -281,7 +281,7 @@ class CoreFrontier(Frontier):
         """Store the queue, indexed at its next event: when it may hand out a seed, a schedule
         falls due, or a lease expires. ``rotate``: behind the queues ready with it."""
         policy = self._effective(crawl, q)
-        event = ready_at(q.queued, q.in_flight, q.counts.get("done", 0), q.last, policy)
+        event = ready_at(q.queued, q.in_flight, _finished(q), q.last, policy)
         for at in (q.due_at, q.expiry_at):
             if at is not None and (event is None or at < event):
                 event = at
@@ -440,12 +440,14 @@ class CoreFrontier(Frontier):
                 visited.add(q.key)
                 self._maintain(crawl, q, now)
                 policy = self._effective(crawl, q)
-                at = ready_at(q.queued, q.in_flight, q.counts.get("done", 0), q.last, policy)
+                at = ready_at(q.queued, q.in_flight, _finished(q), q.last, policy)
                 took = 0
                 if at is not None and at <= now:
                     room = limit - len(out)
                     if per_queue is not None:
                         room = min(room, per_queue)
+                    elif policy.delay > 0:  # a delay between pops: one a pop
+                        room = 1
                     if policy.cap is not None:
                         room = min(room, policy.cap - q.in_flight)
                     lease = policy.lease_time if lease_time is None else lease_time
@@ -1067,6 +1069,12 @@ class CoreFrontier(Frontier):
             scheduled=tuple((at, seed) for at, _, seed, kind in scheduled if kind != REVISIT),
             revisits=tuple((at, seed) for at, _, seed, kind in scheduled if kind == REVISIT),
         )
+
+
+def _finished(q: QueueRecord) -> int:
+    """Seeds of the queue that finished (done, failed or skipped): what its limit caps."""
+    c = q.counts
+    return c.get("done", 0) + c.get("failed", 0) + c.get("skipped", 0)
 
 
 def _queue_counts(q: QueueRecord) -> dict[str, int]:

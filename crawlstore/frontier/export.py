@@ -127,7 +127,7 @@ def load_frontier(
         if existing is not None and storage.totals(existing):
             raise InvalidArgument(f"crawl {core.name!r} is not empty: load into a new crawl")
         crawl = existing or CrawlRecord(core.name, policy, created)
-        crawl.policy = policy
+        crawl.policy, crawl.created, crawl.settled = policy, created, True
         storage.save_crawl(crawl)
         storage.add_totals(crawl, totals)
         return crawl

@@ -140,7 +140,7 @@ class MemoryStorage:
             self._undo(lambda: self._crawls.pop(crawl.name, None))
         else:
             old = data.record
-            data.record = CrawlRecord(old.name, crawl.policy, old.created, settled=crawl.settled)
+            data.record = CrawlRecord(old.name, crawl.policy, crawl.created, settled=crawl.settled)
             self._undo(lambda: setattr(data, "record", old))
         crawl.ref = data
 
