@@ -11,8 +11,8 @@ import lmdb
 from ..errors import InvalidSnapshot
 from ..frontier.export import export_frontier, with_end
 from . import keys
-from .engine import WriteContext, pack, unpack
-from .records import scan
+from .codec import pack, scan, unpack
+from .context import WriteContext
 
 if TYPE_CHECKING:
     from collections.abc import Callable

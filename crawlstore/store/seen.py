@@ -10,7 +10,7 @@ from ..errors import StoreError
 from ..seen import bloom_positions, bloom_size
 from ..url import Fingerprint
 from . import keys
-from .engine import WriteContext
+from .context import WriteContext
 
 if TYPE_CHECKING:
     from ..clock import Clock

@@ -45,12 +45,14 @@ from ..frontier.spi import (
 from ..seed import Seed
 from ..url import Fingerprint
 from . import keys
-from .engine import COUNTERS, Durability, pack, unpack
-from .records import scan
+from .codec import pack, scan, unpack
+from .context import COUNTERS
+from .engine import Durability
 from .state import StoreStateMap
 
 if TYPE_CHECKING:
-    from .engine import Engine, WriteContext
+    from .context import WriteContext
+    from .engine import Engine
 
 __all__ = ["LmdbStorage"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..validators import Validator
-from .engine import WriteContext, pack, unpack
+from .codec import pack, unpack
+from .context import WriteContext
 from .seen import _Crawl
 
 if TYPE_CHECKING:

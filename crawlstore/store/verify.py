@@ -27,7 +27,8 @@ import lmdb.verify
 from ..errors import CrawlstoreError, OlderFormat
 from . import keys
 from .child import run_child
-from .engine import COUNTERS, unpack
+from .codec import unpack
+from .context import COUNTERS
 from .storage import decode_url
 
 __all__ = ["verify"]
