@@ -283,3 +283,49 @@ def test_a_read_only_frontier_does_not_reap(tmp_path: Path, clock: ManualClock) 
         with pytest.raises(ReadOnlyStore):
             view.pop()
         assert view.stats().in_flight == 1
+
+
+# -- counting URLs by state ---------------------------------------------------------------------
+
+
+def test_counts_by_state_follow_each_url(make: Make, clock: ManualClock) -> None:
+    from crawlstore.revisit import RevisitTags, revisit
+
+    class Tag(RevisitTags):
+        PAGE = revisit("60s")
+
+    core = make(queues="host", max_in_flight=None)
+    f = core.revisit(Tag)
+    f.push_many([page("a.test", "1").with_tag(Tag.PAGE), page("a.test", "2"), page("b.test")])
+    for ready in f.pop_many(10):
+        f.report(Done(ready.seed) if "b.test" not in ready.seed.url else Failed(ready.seed))
+    # a.test/1 is scheduled for its revisit, a.test/2 is done, b.test failed
+    assert (core.count(state="scheduled"), core.count(state="done")) == (1, 1)
+    assert core.count(state="failed") == 1 and core.count() == 3
+    assert core.count(queue="a.test", state="done") == 1
+    clock.advance(61)
+    again = f.pop()
+    assert isinstance(again, Ready)
+    f.report(Done(again.seed))  # visited twice: two done reports, still one URL
+    assert core.stats().done == 3 and core.count() == 3
+    core.push(page("b.test"))  # a failed URL pushed again is queued again
+    assert (core.count(state="failed"), core.count(state="queued"), core.count()) == (0, 1, 3)
+    with pytest.raises(InvalidArgument, match="no URL state"):
+        core.count(state="finished")
+
+
+def test_purge_forgets_old_urls_in_batches(make: Make, clock: ManualClock) -> None:
+    f = make(queues="host", max_in_flight=None)
+    f.push_many([page(f"h{i % 7}.test", str(i)) for i in range(2500)])
+    for ready in f.pop_many(300):
+        f.report(Done(ready.seed))
+    clock.advance(10)
+    f.push_many([page("new.test", str(i)) for i in range(5)])
+    held = f.pop_many(2500)  # some old ones in flight as they are purged
+    assert f.purge(before=clock() - 5) == 2500
+    assert f.count() == 5 and f.count(state="done") == 0
+    assert {u.queue for u in f.urls(limit=100)} == {"new.test"}
+    assert sum(q.queued + q.in_flight for q in f.queues()) == 5
+    with pytest.raises(Exception, match="not in flight"):
+        f.report(Done(next(r.seed for r in held if "h" in r.seed.url.split("/")[2][:1])))
+    assert f.purge(before=clock() + 1, queue="new.test") == 5 and f.count() == 0

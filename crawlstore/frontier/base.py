@@ -215,7 +215,7 @@ class Frontier(ABC):
 
     def purge(self, *, before: float, queue: str | None = None) -> int:
         """Forget the URLs of the crawl (or of one queue) first admitted before ``before``,
-        finished or not; how many."""
+        finished or not, a thousand a transaction; how many."""
         return self.core.purge(before=before, queue=queue)
 
     # -- waiting --------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import replace
 from typing import Any
@@ -19,9 +18,10 @@ from typing import Any
 from ..clock import Clock
 from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
 from ..seed import Lease, Seed
-from ..url import Fingerprint
-from . import spi
+from . import listing, spi
 from .base import _UNSET, Frontier
+from .crawlstate import CrawlState
+from .holders import process_alive, this_process
 from .policy import (
     DEFAULTS,
     CrawlPolicy,
@@ -40,7 +40,6 @@ from .protocol import (
     Cancelled,
     Done,
     Empty,
-    LastOutcome,
     Pop,
     QueueInfo,
     Ready,
@@ -80,39 +79,7 @@ _U64_MAX = 2**64 - 1
 _BATCH = 32
 #: The state a final report leaves a URL in (a Retry that no retry facade took: failed).
 _FINAL_STATES = {Done: spi.DONE, Skipped: spi.SKIPPED}
-
-
-def _process_start(pid: int) -> int:
-    """The process's start time in clock ticks since boot (Linux), or 0 where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def process_alive(pid: int, start: int) -> bool:
-    """Whether the process that took a lease still runs (a reused pid or a zombie does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return True  # no /proc: trust the pid
-    if fields[0] == b"Z":
-        return False
-    return start == 0 or int(fields[19]) == start
-
-
-def _owner() -> tuple[int, int]:
-    pid = os.getpid()
-    return pid, _process_start(pid)
+_FINISHED_GAUGES = frozenset(spi.FINISHED.values())
 
 
 def set_defaults(storage: spi.Storage, **changes: Any) -> Defaults:
@@ -178,7 +145,7 @@ class CoreFrontier(Frontier):
                 'queues names a queue mode ("single", "host", or one registered with '
                 "crawlstore.register_queue_key(name, function)): a crawl stores the name"
             )
-        self._owner = _owner()
+        self._owner = this_process()
         self._next_reap = -math.inf
         #: The crawl as this view last read it, inside a unit of the storage; every unit reads
         #: it again (a rolled-back transaction may have created it, another view changed it).
@@ -294,7 +261,7 @@ class CoreFrontier(Frontier):
         if q is not None:
             counts = q.counts
             for name, n in deltas.items():
-                if name in spi.COUNTS:
+                if name in spi.COUNTS or name in _FINISHED_GAUGES:
                     counts[name] = counts.get(name, 0) + n
         self.storage.add_totals(crawl, deltas)
 
@@ -329,6 +296,7 @@ class CoreFrontier(Frontier):
         if url is None:
             url = UrlRecord(fp, fresh, QUEUED, key, None, now)
         else:  # known and finished: crawled again
+            self._count(crawl, q, **{spi.FINISHED[url.state]: -1})
             url.seed = fresh
         self._enqueue(crawl, q, url, 1)
         self._count(crawl, q, admitted=1, queued=1)
@@ -628,7 +596,7 @@ class CoreFrontier(Frontier):
             url.state, url.where, url.kind = state, None, None
             url.outcome = (now, status, reason)
             self.storage.save_url(crawl, url)
-            self._count(crawl, q, **dict.fromkeys(names, 1))
+            self._count(crawl, q, **dict.fromkeys(names, 1), **{spi.FINISHED[state]: 1})
         elif isinstance(report, Cancelled):
             self._enqueue(crawl, q, url, 0)
             self._count(crawl, q, cancelled=1, queued=1)
@@ -667,8 +635,10 @@ class CoreFrontier(Frontier):
         self._count(crawl, None, scheduled=1, revisits=revisit)
 
     def _unplace(self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord) -> None:
-        """Take a queued or scheduled URL out of where it is (its record stays)."""
-        if url.state == QUEUED:
+        """Take a URL out of where it is, and out of its gauge (its record stays)."""
+        if url.state in spi.FINISHED:
+            self._count(crawl, q, **{spi.FINISHED[url.state]: -1})
+        elif url.state == QUEUED:
             self.storage.unqueue(crawl, q, url.where)
             q.queued -= 1
             self._count(crawl, None, queued=-1)
@@ -771,7 +741,7 @@ class CoreFrontier(Frontier):
     def state(self, namespace: str) -> MutableMapping[str, Any]:
         """A facade's key/value state, kept by the storage (the crawl is created by its first
         write)."""
-        return _CrawlState(self, namespace)
+        return CrawlState(self, namespace)
 
     def stats(self) -> Stats:
         def totals() -> dict[str, int]:
@@ -802,33 +772,13 @@ class CoreFrontier(Frontier):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
-    # -- queues ---------------------------------------------------------------------------------
-
-    def _info(self, q: QueueRecord) -> QueueInfo:
-        return QueueInfo(q.key, q.queued, q.in_flight, q.scheduled, q.last, q.blocked, q.delay,
-                         q.cap, q.limit, q.created, dict(q.counts))  # fmt: skip
+    # -- queues and URLs (``listing``) ----------------------------------------------------------
 
     def queue(self, key: str) -> QueueInfo | None:
-        if not isinstance(key, str):
-            raise TypeError(f"a queue key is a str, not {type(key).__name__}: {key!r:.100}")
-
-        def _read() -> QueueInfo | None:
-            crawl = self._existing()
-            q = self.storage.queue(crawl, key) if crawl is not None else None
-            return self._info(q) if q is not None else None
-
-        return self.storage.view(_read)
+        return listing.queue(self, key)
 
     def queues(self, *, after: str | None = None, limit: int = 100) -> list[QueueInfo]:
-        check_limit(limit)
-
-        def _read() -> list[QueueInfo]:
-            crawl = self._existing()
-            if crawl is None:
-                return []
-            return [self._info(q) for q in self.storage.queues(crawl, after, limit)]
-
-        return self.storage.view(_read)
+        return listing.queues(self, after=after, limit=limit)
 
     def set_queue(
         self,
@@ -839,112 +789,18 @@ class CoreFrontier(Frontier):
         blocked_until: float = _UNSET,
         limit: int | None = _UNSET,
     ) -> QueueInfo:
-        if not isinstance(key, str):
-            raise TypeError(f"a queue key is a str, not {type(key).__name__}: {key!r:.100}")
-        if delay is not _UNSET:
-            check_delay("delay", delay)
-        if max_in_flight is not _UNSET:
-            check_cap(max_in_flight)
-        if blocked_until is not _UNSET:
-            check_time("blocked_until", blocked_until)
-        if limit is not _UNSET and limit is not None:
-            check_limit(limit)
-
-        def _write() -> QueueInfo:
-            crawl = self._crawl_for_write()
-            now = self._clock()
-            q = self._queue(crawl, key, now)
-            if delay is not _UNSET:
-                q.delay = delay
-            if max_in_flight is not _UNSET:
-                q.cap = max_in_flight
-            if blocked_until is not _UNSET:
-                q.blocked = blocked_until
-            if limit is not _UNSET:
-                q.limit = limit
-            self._place(crawl, q, now, rotate=True)
-            return self._info(q)
-
-        return self.storage.run(_write)
+        return listing.set_queue(self, key, delay=delay, max_in_flight=max_in_flight,
+                                 blocked_until=blocked_until, limit=limit)  # fmt: skip
 
     def delete_queue(self, key: str) -> int:
-        def _write() -> int:
-            crawl = self._existing()
-            q = self.storage.queue(crawl, key) if crawl is not None else None
-            if crawl is None or q is None:
-                return 0
-            self._count(crawl, None, queued=-q.queued, in_flight=-q.in_flight,
-                        scheduled=-q.scheduled, revisits=-q.revisits)  # fmt: skip
-            return self.storage.delete_queue(crawl, q)
-
-        return self.storage.run(_write)
+        return listing.delete_queue(self, key)
 
     def delete_crawl(self) -> int:
         """Remove the crawl and everything it holds; how many URLs it knew."""
-
-        def _write() -> int:
-            crawl = self._existing()
-            if crawl is None:
-                return 0
-            removed = self.storage.delete_crawl(crawl)
-            self._pending = CrawlRecord(self.name, crawl.policy, 0.0)
-            self._crawl = None
-            return removed
-
-        return self.storage.run(_write)
-
-    # -- URLs -----------------------------------------------------------------------------------
-
-    def _status(self, url: UrlRecord, crawl: CrawlRecord) -> URLStatus:
-        at = None
-        if url.state == IN_FLIGHT:
-            lease = self.storage.get_lease(crawl, url.where)
-            at = lease.expires if lease is not None else None
-        elif url.state == SCHEDULED:
-            at = url.where[0]
-        outcome = None
-        if url.outcome is not None:
-            when, status, reason = url.outcome
-            finished = url.state if url.state not in ACTIVE else spi.DONE
-            outcome = LastOutcome(when, finished, status, reason)
-        return URLStatus(url.seed.url, Fingerprint(url.fp), url.state, url.queue, at, url.kind,
-                         url.created, outcome, url.seed)  # fmt: skip
+        return listing.delete_crawl(self)
 
     def url(self, url: str | bytes) -> URLStatus:
-        if isinstance(url, str):
-            seed = Seed.get(url)
-            fp, shown = seed.fingerprint, seed.url
-        elif isinstance(url, bytes) and len(url) == 16:
-            fp, shown = Fingerprint(url), ""
-        else:
-            raise TypeError(f"a URL (str) or a fingerprint (16 bytes): {url!r:.100}")
-
-        def _read() -> URLStatus:
-            crawl = self._existing()
-            record = self.storage.url(crawl, fp) if crawl is not None else None
-            if record is None:
-                return URLStatus(shown, fp, "unknown")
-            return self._status(record, crawl)  # type: ignore[arg-type]
-
-        return self.storage.view(_read)
-
-    def _scan(
-        self, crawl: CrawlRecord, queue: str | None, after: bytes | None
-    ) -> Iterator[UrlRecord]:
-        q = None
-        if queue is not None:
-            q = self.storage.queue(crawl, queue)
-            if q is None:
-                return
-        if after is None:
-            yield from self.storage.iter_urls(crawl, q)
-            return
-        while True:
-            page = self.storage.urls(crawl, q, after, 256)
-            yield from page
-            if len(page) < 256:
-                return
-            after = page[-1].fp
+        return listing.url(self, url)
 
     def urls(
         self,
@@ -955,71 +811,16 @@ class CoreFrontier(Frontier):
         after: bytes | None = None,
         limit: int = 100,
     ) -> list[URLStatus]:
-        check_limit(limit)
-        out: list[URLStatus] = []
-
-        def _read() -> list[URLStatus]:
-            crawl = self._existing()
-            if crawl is None:
-                return out
-            for url in self._scan(crawl, queue, after):
-                if (state is None or url.state == state) and (
-                    contains is None or contains in url.seed.url
-                ):
-                    out.append(self._status(url, crawl))
-                    if len(out) >= limit:
-                        break
-            return out
-
-        return self.storage.view(_read)
+        return listing.urls(self, queue=queue, state=state, contains=contains, after=after,
+                            limit=limit)  # fmt: skip
 
     def count(
         self, *, queue: str | None = None, state: str | None = None, contains: str | None = None
     ) -> int:
-        def _read() -> int:
-            crawl = self._existing()
-            if crawl is None:
-                return 0
-            if contains is None:
-                if queue is not None:
-                    q = self.storage.queue(crawl, queue)
-                    c: dict[str, int] = _queue_counts(q) if q is not None else {}
-                else:
-                    c = self.storage.totals(crawl)
-                return _count_of(c, state)
-            return sum(
-                1
-                for url in self._scan(crawl, queue, None)
-                if (state is None or url.state == state) and contains in url.seed.url
-            )
-
-        return self.storage.view(_read)
+        return listing.count(self, queue=queue, state=state, contains=contains)
 
     def purge(self, *, before: float, queue: str | None = None) -> int:
-        check_time("before", before)
-
-        def _write() -> int:
-            crawl = self._existing()
-            if crawl is None:
-                return 0
-            now = self._clock()
-            gone = [u for u in self._scan(crawl, queue, None) if u.created < before]
-            queues: dict[str, QueueRecord] = {}
-            for url in gone:
-                q = queues.get(url.queue) or queues.setdefault(
-                    url.queue, self._queue(crawl, url.queue, now)
-                )
-                if url.state == IN_FLIGHT:
-                    lease = self.storage.get_lease(crawl, url.where)
-                    if lease is not None:
-                        self._end(crawl, q, lease)
-                self._unplace(crawl, q, url)
-                self.storage.delete_url(crawl, url)
-            for q in queues.values():
-                self._place(crawl, q, now)
-            return len(gone)
-
-        return self.storage.run(_write)
+        return listing.purge(self, before=before, queue=queue)
 
     # -- the complete form: an export, and a snapshot of every seed held -----------------------
 
@@ -1050,7 +851,7 @@ class CoreFrontier(Frontier):
             scheduled: list[Any] = []
             if crawl is None:
                 return self.order, queued, in_flight, scheduled
-            for url in self._scan(crawl, None, None):
+            for url in listing.scan(self, crawl, None, None):
                 if url.state == QUEUED:
                     queued.append((url.where, url.seed))
                 elif url.state == IN_FLIGHT:
@@ -1075,69 +876,3 @@ def _finished(q: QueueRecord) -> int:
     """Seeds of the queue that finished (done, failed or skipped): what its limit caps."""
     c = q.counts
     return c.get("done", 0) + c.get("failed", 0) + c.get("skipped", 0)
-
-
-def _queue_counts(q: QueueRecord) -> dict[str, int]:
-    return {**q.counts, "queued": q.queued, "in_flight": q.in_flight, "scheduled": q.scheduled}
-
-
-def _count_of(c: dict[str, int], state: str | None) -> int:
-    active = c.get("queued", 0) + c.get("in_flight", 0) + c.get("scheduled", 0)
-    finished = c.get("done", 0) + c.get("failed", 0) + c.get("skipped", 0)
-    if state is None:
-        return active + finished
-    return c.get(state, 0)
-
-
-class _CrawlState(MutableMapping[str, Any]):
-    """A facade's state under the core's crawl, resolved at each use: reading it creates
-    nothing, its first write creates the crawl."""
-
-    def __init__(self, core: CoreFrontier, namespace: str) -> None:
-        from .protocol import check_namespace
-
-        check_namespace(namespace)
-        self._core, self._namespace = core, namespace
-
-    def _read(self) -> MutableMapping[str, Any] | None:
-        crawl = self._core._existing()
-        return self._core.storage.state(crawl, self._namespace) if crawl is not None else None
-
-    def __getitem__(self, key: str) -> Any:
-        def _read() -> Any:
-            state = self._read()
-            if state is None:
-                raise KeyError(key)
-            return state[key]
-
-        return self._core.storage.view(_read)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        def _write() -> None:
-            crawl = self._core._crawl_for_write()
-            self._core.storage.state(crawl, self._namespace)[key] = value
-
-        self._core.storage.run(_write)
-
-    def __delitem__(self, key: str) -> None:
-        def _write() -> None:
-            state = self._read()
-            if state is None:
-                raise KeyError(key)
-            del state[key]
-
-        self._core.storage.run(_write)
-
-    def __iter__(self) -> Iterator[str]:
-        def _read() -> Iterator[str]:
-            state = self._read()
-            return iter(list(state) if state is not None else [])
-
-        return self._core.storage.view(_read)
-
-    def __len__(self) -> int:
-        def _read() -> int:
-            state = self._read()
-            return len(state) if state is not None else 0
-
-        return self._core.storage.view(_read)

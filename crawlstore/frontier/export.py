@@ -85,7 +85,8 @@ _GAUGES = ("queued", "in_flight", "scheduled", "revisits")
 
 def _exported(counter: str) -> bool:
     """The crawl's own counters (a storage may keep others beside them)."""
-    return counter in spi.COUNTS or counter in _GAUGES or counter.startswith("refused:")
+    return (counter in spi.COUNTS or counter in _GAUGES or counter.startswith("refused:")
+            or counter in spi.FINISHED.values())  # fmt: skip
 
 
 def _url_record(url: UrlRecord) -> dict[str, Any]:

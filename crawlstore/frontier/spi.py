@@ -41,6 +41,9 @@ RETRY, PAUSE, REVISIT = "retry", "pause", "revisit"
 #: The counters a queue keeps, beside its gauges (queued, in flight, scheduled, revisits).
 COUNTS = ("admitted", "popped", "done", "failed", "skipped", "retried", "unchanged",
           "cancelled", "requeued")  # fmt: skip
+#: Gauges of the URLs whose visit ended, by how (a queue's and the crawl's): what
+#: ``count(state="done")`` reads. ``done`` above counts reports, a revisited URL at each visit.
+FINISHED = {DONE: "urls:done", FAILED: "urls:failed", SKIPPED: "urls:skipped"}
 
 
 @dataclass(frozen=True, slots=True)
