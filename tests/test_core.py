@@ -329,3 +329,18 @@ def test_purge_forgets_old_urls_in_batches(make: Make, clock: ManualClock) -> No
     with pytest.raises(Exception, match="not in flight"):
         f.report(Done(next(r.seed for r in held if "h" in r.seed.url.split("/")[2][:1])))
     assert f.purge(before=clock() + 1, queue="new.test") == 5 and f.count() == 0
+
+
+def test_the_store_pops_again_at_the_same_instant(tmp_path: Path) -> None:
+    clock = ManualClock(1_000_000.0004)  # not a whole millisecond
+    with Store.open(tmp_path / "s.lmdb", clock=clock) as store:
+        f = store.frontier("fifo")
+        f.push_many([page("a.test", str(i)) for i in range(3)])
+        assert all(isinstance(f.pop(), Ready) for _ in range(3))
+        g = store.frontier(crawl="delayed", queues="host", delay=0.0005, max_in_flight=None)
+        g.push_many([page("a.test", str(i)) for i in range(2)])
+        assert isinstance(g.pop(), Ready)
+        wait = g.pop()
+        assert isinstance(wait, Wait) and wait.until >= clock() + 0.0005
+        clock.advance(wait.until - clock())
+        assert isinstance(g.pop(), Ready)  # never early, and never a wait that does not end

@@ -40,8 +40,11 @@ def test_a_caught_not_in_flight_leaves_report_many_consistent(
         assert isinstance(a, Ready)
         with store.transaction(), pytest.raises(NotInFlight):
             f.report_many([Done(a.seed), Done(seed("never-popped"))])
-        s = f.stats()
-        assert s.in_flight == len(f.snapshot().in_flight) == 0 and s.done == 1
+        s = f.stats()  # all or nothing: none applied, and everything agrees
+        assert s.in_flight == len(f.snapshot().in_flight) == 1 and s.done == 0
+        with pytest.raises(NotInFlight, match="twice"):
+            f.report_many([Done(a.seed), Done(a.seed)])
+        f.report_many([Done(a.seed)])
         assert isinstance(f.pop(), Ready)  # the host's queue is ready again
 
 

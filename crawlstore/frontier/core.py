@@ -247,6 +247,9 @@ class CoreFrontier(Frontier):
     def _place(self, crawl: CrawlRecord, q: QueueRecord, now: float, rotate: bool = False) -> None:
         """Store the queue, indexed at its next event: when it may hand out a seed, a schedule
         falls due, or a lease expires. ``rotate``: behind the queues ready with it."""
+        if q.stale:
+            q.expiry_at = self.storage.next_expiry(crawl, q)
+            q.stale = False
         policy = self._effective(crawl, q)
         event = ready_at(q.queued, q.in_flight, _finished(q), q.last, policy)
         for at in (q.due_at, q.expiry_at):
@@ -332,13 +335,23 @@ class CoreFrontier(Frontier):
 
     def refuse(self, seed: Seed, reason: Reason) -> Admission:
         """Count a refusal (facades call this)."""
-        check_reason(reason)
+        return self.refuse_many([reason])[0]
+
+    def refuse_many(self, reasons: list[Reason]) -> list[Admission]:
+        """Count several refusals in one write (a facade's batch)."""
+        for reason in reasons:
+            check_reason(reason)
+        if not reasons:
+            return []
+        deltas: dict[str, int] = {}
+        for reason in reasons:
+            deltas["refused:" + reason.value] = deltas.get("refused:" + reason.value, 0) + 1
 
         def _write() -> None:
-            self._count(self._crawl_for_write(), None, **{"refused:" + reason.value: 1})
+            self._count(self._crawl_for_write(), None, **deltas)
 
         self.storage.run(_write)
-        return Admission(reason)
+        return [Admission(reason) for reason in reasons]
 
     # -- popping --------------------------------------------------------------------------------
 
@@ -565,7 +578,9 @@ class CoreFrontier(Frontier):
 
         def _write() -> None:
             crawl = self._crawl_for_write()
-            self._report(crawl, report, self._clock())
+            now = self._clock()
+            q = self._report(crawl, report, now, {})
+            self._place(crawl, q, now)
 
         self.storage.run(_write)
 
@@ -577,16 +592,34 @@ class CoreFrontier(Frontier):
         def _write() -> None:
             crawl = self._crawl_for_write()
             now = self._clock()
-            for report in batch:
-                if not isinstance(report, Backoff):
-                    self._report(crawl, report, now)
+            todo = [report for report in batch if not isinstance(report, Backoff)]
+            leases = [self._lease_of(crawl, report.seed) for report in todo]  # all, or none
+            if len({lease.token for lease in leases}) < len(leases):
+                raise NotInFlight("a seed is reported twice in one report_many")
+            queues: dict[str, QueueRecord] = {}
+            for report, lease in zip(todo, leases, strict=True):
+                self._report(crawl, report, now, queues, lease)
+            for q in queues.values():
+                self._place(crawl, q, now)
 
         self.storage.run(_write)
 
-    def _report(self, crawl: CrawlRecord, report: Report, now: float) -> None:
+    def _report(
+        self,
+        crawl: CrawlRecord,
+        report: Report,
+        now: float,
+        queues: dict[str, QueueRecord],
+        lease: LeaseRecord | None = None,
+    ) -> QueueRecord:
+        """Apply a report (its lease read already, or not); the queue it changed, to place
+        (``queues`` holds the queues this unit read already: each is read once, placed once)."""
         assert not isinstance(report, Backoff)
-        lease = self._lease_of(crawl, report.seed)
-        q = self._queue(crawl, lease.queue, now)
+        if lease is None:
+            lease = self._lease_of(crawl, report.seed)
+        q = queues.get(lease.queue)
+        if q is None:
+            q = queues[lease.queue] = self._queue(crawl, lease.queue, now)
         url = self._end(crawl, q, lease)
         names = final_counters(report)
         if names:  # Done, Failed, Skipped (and a Retry nobody took): the URL is finished
@@ -606,13 +639,13 @@ class CoreFrontier(Frontier):
             self._schedule(crawl, q, url, report.at, report.kind)
             if report.retried:
                 self._count(crawl, q, retried=1)
-        self._place(crawl, q, now)
+        return q
 
     def _end(self, crawl: CrawlRecord, q: QueueRecord, lease: LeaseRecord) -> UrlRecord:
         self.storage.end_lease(crawl, lease)
         q.in_flight -= 1
         if q.expiry_at is not None and lease.expires <= q.expiry_at:
-            q.expiry_at = self.storage.next_expiry(crawl, q)  # it was the earliest
+            q.stale = True  # it was the earliest: read the next once, when the queue is placed
         self._count(crawl, None, in_flight=-1)
         url = self.storage.url(crawl, lease.fp)
         if url is None:

@@ -170,15 +170,19 @@ class Dedup(Facade):
         repeats: list[int] = []
         fps: set[bytes] = set()
         with self.inner.transaction():
+            seen: list[int] = []
             for i, seed in enumerate(seeds):
                 fp = seed.fingerprint
                 if fp in fps:
                     repeats.append(i)
                 elif fp in self.seen:
-                    results[i] = self.core.refuse(seed, Reason.DUPLICATE)
+                    seen.append(i)
                 else:
                     fps.add(fp)
                     first.append(i)
+            refused = self.core.refuse_many([Reason.DUPLICATE] * len(seen))
+            for i, admission in zip(seen, refused, strict=True):
+                results[i] = admission
             admissions = self.inner.push_many([seeds[i] for i in first])
             for i, admission in zip(first, admissions, strict=True):
                 results[i] = admission
@@ -210,10 +214,8 @@ class _Gate(Facade):
             passed = iter(
                 self.inner.push_many([s for s, r in zip(seeds, reasons, strict=True) if r is None])
             )
-            return [
-                next(passed) if r is None else self.core.refuse(s, r)
-                for s, r in zip(seeds, reasons, strict=True)
-            ]
+            refused = iter(self.core.refuse_many([r for r in reasons if r is not None]))
+            return [next(passed) if r is None else next(refused) for r in reasons]
 
 
 class Filter(_Gate):

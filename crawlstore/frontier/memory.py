@@ -64,6 +64,7 @@ class MemoryStorage:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._owner: journal.Owner | None = None
+        self._journal: journal.Journal | None = None
         self._crawls: dict[str, _Crawl] = {}
         self._defaults = DEFAULTS
 
@@ -79,6 +80,9 @@ class MemoryStorage:
         with self._lock:
             self._owner = journal.owner()
             opened = journal.begin()
+            #: Where this unit's undos go: its own journal, or the one it joined (read once:
+            #: only this flow writes while the lock is held).
+            self._journal = journal.current()
             try:
                 yield
             except BaseException:
@@ -88,6 +92,7 @@ class MemoryStorage:
                 journal.end(opened, commit=True)
             finally:
                 self._owner = None
+                self._journal = None
 
     transaction = write
 
@@ -105,9 +110,8 @@ class MemoryStorage:
         with self._lock:
             return operation()
 
-    @staticmethod
-    def _undo(undo: Any) -> None:
-        txn = journal.current()
+    def _undo(self, undo: Any) -> None:
+        txn = self._journal
         if txn is not None:
             txn.undo(undo)
 

@@ -9,6 +9,7 @@ seed in flight a queue for per-host queues, no cap otherwise.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -154,6 +155,7 @@ class Effective:
     lease_time: float
 
 
+@functools.lru_cache(maxsize=4096)
 def resolve(
     defaults: Defaults,
     crawl: CrawlPolicy,

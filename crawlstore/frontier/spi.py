@@ -88,7 +88,7 @@ class QueueRecord:
 
     __slots__ = ("blocked", "cap", "counts", "created", "delay", "due_at", "event",
                  "expiry_at", "in_flight", "key", "last", "limit", "queued", "ref", "revisits",
-                 "scheduled")  # fmt: skip
+                 "scheduled", "stale")  # fmt: skip
 
     def __init__(self, key: str, created: float) -> None:
         self.key = key
@@ -104,12 +104,14 @@ class QueueRecord:
         self.expiry_at: float | None = None
         self.event: float | None = None
         self.ref: Any = None
+        #: Whether ``expiry_at`` may be too early (the earliest lease ended): the core reads it
+        #: again once, before it stores the queue. Not stored.
+        self.stale = False
 
     def copy(self) -> QueueRecord:
-        new = QueueRecord.__new__(QueueRecord)
-        for name in QueueRecord.__slots__:
-            setattr(new, name, getattr(self, name))
+        new = QueueRecord.from_record(self.to_record(), self.ref)
         new.counts = dict(self.counts)
+        new.stale = self.stale
         return new
 
     def to_record(self) -> list[Any]:
@@ -124,6 +126,7 @@ class QueueRecord:
          new.queued, new.in_flight, new.scheduled, new.revisits, new.counts, new.due_at,
          new.expiry_at, new.event) = record  # fmt: skip
         new.ref = ref
+        new.stale = False
         return new
 
 

@@ -20,6 +20,7 @@ that a queue's entries, leases, expiries, schedule and URL list are each one key
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import struct
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import lmdb
 
 from ..errors import CorruptRecord, StoreError
-from ..frontier.policy import CrawlPolicy, Defaults
+from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ..frontier.spi import (
     ACTIVE,
     DONE,
@@ -62,6 +63,9 @@ _ORDER = struct.Struct(">IBQ")
 _LEASE = struct.Struct(">16sdqq4s")  # fingerprint, expiry, holder pid and start, nonce
 _U32 = struct.Struct(">I")
 _MS_SEQ = struct.Struct(">QQ")
+#: Tables whose records a write transaction caches and writes back at its end: a cursor on
+#: one reads what was flushed.
+_WRITE_BACK = frozenset({"meta", "crawls", "queues", "bloom"})
 #: Tables whose keys start with a crawl's id (deleting a crawl clears its range in each).
 CRAWL_TABLES = ("queues", "qnames", "ready", "pending", "leases", "expiries", "schedule",
                 "urls", "queue_urls", "bloom", "validators", "state")  # fmt: skip
@@ -72,6 +76,24 @@ def _ms_up(t: float) -> int:
     if 0 <= t < 1e15:
         return math.ceil(t * 1000)
     return 0 if t < 0 else keys.U64_MAX
+
+
+def _memo(decode: Callable[[Any], _T]) -> Callable[[dict[str, Any]], _T]:
+    """``decode`` of a small record, memoised by its contents (policies: frozen values, read
+    at every unit)."""
+    cached = functools.lru_cache(maxsize=256)(lambda items: decode(dict(items)))
+
+    def read(record: dict[str, Any]) -> _T:
+        try:
+            return cached(tuple(sorted(record.items())))
+        except TypeError:  # an unhashable value: a damaged record, decoded to say so
+            return decode(record)
+
+    return read
+
+
+_policy = _memo(CrawlPolicy.from_record)
+_defaults = _memo(Defaults.from_record)
 
 
 def decode_url(key: bytes, raw: bytes) -> UrlRecord:
@@ -114,12 +136,27 @@ class LmdbStorage:
     # -- units ----------------------------------------------------------------------------------
 
     def run(self, operation: Callable[[], _T]) -> _T:
-        return self.engine.run(lambda ctx: operation())
+        local = self._local
+
+        def unit(ctx: WriteContext) -> _T:
+            # The unit's transaction, for every call inside it: an operation never awaits, so
+            # no other flow of this thread runs until it returns.
+            outer = getattr(local, "ctx", None)
+            local.ctx = ctx
+            try:
+                return operation()
+            finally:
+                local.ctx = outer
+
+        return self.engine.run(unit)
+
+    def _current(self) -> WriteContext | None:
+        """The calling flow's write transaction, if it has one open."""
+        ctx: WriteContext | None = getattr(self._local, "ctx", None)
+        return ctx if ctx is not None else self.engine.current
 
     def view(self, operation: Callable[[], _T]) -> _T:
-        ctx = self.engine.current
-        if ctx is not None:
-            ctx.flush()  # the records this transaction changed, so that scans see them
+        if self._current() is not None:
             return operation()
         if getattr(self._local, "txn", None) is not None:
             return operation()
@@ -139,7 +176,12 @@ class LmdbStorage:
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         """One read snapshot for as long as the block lasts (an export iterates in it)."""
-        if self.engine.current is not None or getattr(self._local, "txn", None) is not None:
+        ctx = self._current()
+        if ctx is not None:
+            ctx.flush()  # the records this transaction changed, so that scans see them
+            yield
+            return
+        if getattr(self._local, "txn", None) is not None:
             yield
             return
         txn = self.engine.env.begin(write=False)
@@ -151,13 +193,13 @@ class LmdbStorage:
             txn.abort()
 
     def ctx(self) -> WriteContext:
-        ctx = self.engine.current
+        ctx = self._current()
         if ctx is None:
             raise StoreError(f"{self.engine.path}: a write outside a write unit (a bug)")
         return ctx
 
     def txn(self) -> lmdb.Transaction:
-        ctx = self.engine.current
+        ctx = self._current()
         if ctx is not None:
             return ctx.txn
         txn: lmdb.Transaction | None = getattr(self._local, "txn", None)
@@ -171,15 +213,17 @@ class LmdbStorage:
 
     def record(self, db: str, key: bytes) -> Any:
         """A cached record (in a write unit) or a fresh read."""
-        ctx = self.engine.current
+        ctx = self._current()
         if ctx is not None:
             return ctx.record(db, key)
         raw = self.get(db, key)
         return unpack(db, key, raw) if raw is not None else None
 
     def cursor(self, db: str) -> lmdb.Cursor:
-        ctx = self.engine.current
+        ctx = self._current()
         if ctx is not None:
+            if db in _WRITE_BACK:
+                ctx.flush()  # the records this transaction changed, so that the cursor sees them
             return ctx.cursor(db)
         return self.txn().cursor(db=self.dbs[db])
 
@@ -187,7 +231,7 @@ class LmdbStorage:
 
     def defaults(self) -> Defaults:
         record = self.record("meta", b"defaults")
-        return Defaults.from_record(record) if isinstance(record, dict) else Defaults()
+        return _defaults(record) if isinstance(record, dict) else DEFAULTS
 
     def save_defaults(self, defaults: Defaults) -> None:
         self.ctx().put_record("meta", b"defaults", defaults.to_record())
@@ -197,7 +241,7 @@ class LmdbStorage:
         if record is None:
             return None
         try:
-            policy = CrawlPolicy.from_record(record.get("policy") or {})
+            policy = _policy(record.get("policy") or {})
             return CrawlRecord(name, policy, float(record["created"]), keys.u32(record["id"]),
                                settled=bool(record.get("settled", True)))  # fmt: skip
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -219,7 +263,10 @@ class LmdbStorage:
     def crawl_key(self, name: str, *, create: float | None = None) -> bytes | None:
         """In a unit: the crawl's key prefix, None when there is no such crawl; with ``create``
         (the time) a missing crawl is created, its policy not settled yet."""
-        crawl = self.crawl(name)
+        record = self.record("crawls", name.encode("utf-8"))
+        if isinstance(record, dict) and isinstance(record.get("id"), int):
+            return keys.u32(record["id"])  # the common case: no policy decoded
+        crawl = self.crawl(name)  # missing, or damaged: CorruptRecord names it
         if crawl is None:
             if create is None:
                 return None
@@ -229,6 +276,9 @@ class LmdbStorage:
         return prefix
 
     def crawls(self) -> list[str]:
+        ctx = self._current()
+        if ctx is not None:
+            ctx.flush()
         cursor = self.txn().cursor(db=self.dbs["crawls"])
         return [bytes(k).decode("utf-8") for k in cursor.iternext(values=False)]
 
@@ -354,8 +404,12 @@ class LmdbStorage:
         return self.totals(crawl).get("queues", 0)
 
     def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
+        # Index keys are event times rounded up to the millisecond: a queue placed at ``now``
+        # itself (no delay) must be found at ``now``, so compare with ``now`` rounded up too.
+        # One indexed up to a millisecond ahead may come back; the core checks each queue's
+        # exact time, and ``next_event`` (rounded up) is never early.
         cursor = self.cursor("ready")
-        now_ms = keys.ms(now)
+        now_ms = _ms_up(now)
         out: list[QueueRecord] = []
         if not cursor.set_range(crawl.ref):
             return out
