@@ -244,8 +244,10 @@ class Seed:
         the lease token travelled), so that a report ends exactly that lease."""
         if lease is not None and not isinstance(lease, Lease):
             raise TypeError(f"expected a Lease, not {type(lease).__name__}")
-        new = self._replace()
-        _set_lease(new, lease)
+        new = object.__new__(Seed)  # the same fields: copied as they are, not checked again
+        for name in _VALUE_SLOTS:
+            object.__setattr__(new, name, getattr(self, name))
+        object.__setattr__(new, "_lease", lease)
         return new
 
     @property
@@ -354,6 +356,8 @@ def _fingerprint(raw: bytes) -> Fingerprint:
         raise ValueError(f"a fingerprint is 16 bytes, got {len(raw)}")
     return bytes.__new__(Fingerprint, raw)
 
+
+_VALUE_SLOTS = tuple(name for name in Seed.__slots__ if name != "_lease")
 
 _DEFAULTS: dict[str, object] = {
     "headers": (),

@@ -280,7 +280,7 @@ class CoreFrontier(Frontier):
         url.where = (rank, cls, seq)
         self.storage.enqueue(crawl, q, url.where, url.fp)
         url.state, url.queue, url.kind = QUEUED, q.key, None
-        self.storage.save_url(crawl, url)
+        self.storage.save_url(crawl, q, url)
         q.queued += 1
 
     def _admit(
@@ -454,7 +454,7 @@ class CoreFrontier(Frontier):
             lease = LeaseRecord(b"", fp, q.key, expires, self._owner)
             storage.lease(crawl, q, lease)
             url.state, url.where = IN_FLIGHT, lease.token
-            storage.save_url(crawl, url)
+            storage.save_url(crawl, q, url)
             handed = Lease(lease.token, expires)
             out.append(Ready(url.seed.with_lease(handed), handed))
         taken = len(out)
@@ -628,7 +628,7 @@ class CoreFrontier(Frontier):
             reason = getattr(report, "reason", None)
             url.state, url.where, url.kind = state, None, None
             url.outcome = (now, status, reason)
-            self.storage.save_url(crawl, url)
+            self.storage.save_url(crawl, q, url)
             self._count(crawl, q, **dict.fromkeys(names, 1), **{spi.FINISHED[state]: 1})
         elif isinstance(report, Cancelled):
             self._enqueue(crawl, q, url, 0)
@@ -659,7 +659,7 @@ class CoreFrontier(Frontier):
         url.where = (at, self.storage.next_seq(crawl))
         self.storage.schedule(crawl, q, url.where, url.fp)
         url.state, url.queue, url.kind = SCHEDULED, q.key, kind
-        self.storage.save_url(crawl, url)
+        self.storage.save_url(crawl, q, url)
         revisit = kind == REVISIT
         q.scheduled += 1
         q.revisits += revisit

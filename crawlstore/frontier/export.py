@@ -237,7 +237,7 @@ def _load_url(
         q.due_at = at if q.due_at is None else min(q.due_at, at)
     elif state not in (spi.DONE, spi.FAILED, spi.SKIPPED):
         raise InvalidSnapshot(f"an export names an unknown URL state: {state!r}")
-    storage.save_url(crawl, url)
+    storage.save_url(crawl, q, url)
 
 
 def _place_all(core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRecord]) -> None:

@@ -49,11 +49,6 @@ class _Crawl:
         self.states: dict[str, _MemState] = {}
 
 
-def _copy_url(url: UrlRecord) -> UrlRecord:
-    return UrlRecord(url.fp, url.seed, url.state, url.queue, url.where, url.created, url.outcome,
-                     url.kind)  # fmt: skip
-
-
 class MemoryStorage:
     """Every crawl's data in this process, behind one lock. Thread-safe; a transaction holds
     the lock for its length, and an exception inside it undoes all it changed."""
@@ -163,7 +158,8 @@ class MemoryStorage:
 
     def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
         totals = crawl.ref.totals
-        totals.update(deltas)
+        for name, n in deltas.items():
+            totals[name] += n
         self._undo(lambda: totals.subtract(deltas))
 
     def next_seq(self, crawl: CrawlRecord) -> int:
@@ -411,12 +407,12 @@ class MemoryStorage:
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
         url = crawl.ref.urls.get(fp)
-        return _copy_url(url) if url is not None else None
+        return url.copy() if url is not None else None
 
-    def save_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
+    def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         data: _Crawl = crawl.ref
         old = data.urls.get(url.fp)
-        data.urls[url.fp] = _copy_url(url)
+        data.urls[url.fp] = url.copy()
         members = data.queue_urls.setdefault(url.queue, set())
         if old is not None and old.queue != url.queue:
             data.queue_urls.get(old.queue, set()).discard(url.fp)
@@ -451,7 +447,7 @@ class MemoryStorage:
         data: _Crawl = crawl.ref
         fps = data.queue_urls.get(queue.key, set()) if queue is not None else data.urls.keys()
         chosen = heapq.nsmallest(limit, (fp for fp in fps if after is None or fp > after))
-        return [_copy_url(data.urls[fp]) for fp in chosen]
+        return [data.urls[fp].copy() for fp in chosen]
 
     def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
         data: _Crawl = crawl.ref
@@ -459,7 +455,7 @@ class MemoryStorage:
         for fp in sorted(fps):
             url = data.urls.get(fp)
             if url is not None:
-                yield _copy_url(url)
+                yield url.copy()
 
 
 def _push_all(heap: list[Any], entries: list[Any]) -> None:

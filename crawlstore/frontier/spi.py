@@ -17,6 +17,9 @@ from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import msgpack
+
+from ..errors import CorruptRecord
 from ..seed import Seed
 from .policy import CrawlPolicy, Defaults
 
@@ -133,24 +136,61 @@ class QueueRecord:
 class UrlRecord:
     """A URL of a crawl, by fingerprint: its seed, its queue, where it is (``where``: its
     entry in the queue, its lease's token, or its schedule), when it was first admitted, and
-    how its last visit ended (``outcome``: time, status code, reason)."""
+    how its last visit ended (``outcome``: time, status code, reason).
 
-    __slots__ = ("created", "fp", "kind", "outcome", "queue", "ref", "seed", "state", "where")
+    A storage may hand over the seed still packed (``packed``: the msgpack of its record): it
+    is decoded when first read, and a record saved with its seed unread keeps those bytes."""
+
+    __slots__ = ("_packed", "_seed", "created", "fp", "kind", "outcome", "queue", "ref",
+                 "state", "where")  # fmt: skip
 
     def __init__(
         self,
         fp: bytes,
-        seed: Seed,
+        seed: Seed | None,
         state: str,
         queue: str,
         where: Any,
         created: float,
         outcome: tuple[float, int | None, str | None] | None = None,
         kind: str | None = None,
+        *,
+        packed: bytes | None = None,
     ) -> None:
-        self.fp, self.seed, self.state, self.queue = fp, seed, state, queue
+        self.fp, self._seed, self.state, self.queue = fp, seed, state, queue
         self.where, self.created, self.outcome, self.kind = where, created, outcome, kind
+        self._packed = packed
         self.ref: Any = None
+
+    @property
+    def seed(self) -> Seed:
+        seed = self._seed
+        if seed is None:
+            try:
+                seed = Seed._trusted(msgpack.unpackb(self._packed, raw=False), self.fp)
+            except Exception as exc:
+                raise CorruptRecord(
+                    f"urls record of {bytes(self.fp).hex()} holds a seed that does not decode: "
+                    f"{exc!r}"
+                ) from None
+            self._seed = seed
+        return seed
+
+    @seed.setter
+    def seed(self, seed: Seed) -> None:
+        self._seed, self._packed = seed, None
+
+    def packed_seed(self) -> bytes:
+        """The seed's record as msgpack (the bytes it was read as, when unchanged)."""
+        if self._packed is None:
+            self._packed = msgpack.packb(self.seed.to_record(), use_bin_type=True)
+        return self._packed
+
+    def copy(self) -> UrlRecord:
+        new = UrlRecord(self.fp, self._seed, self.state, self.queue, self.where, self.created,
+                        self.outcome, self.kind, packed=self._packed)  # fmt: skip
+        new.ref = self.ref
+        return new
 
 
 class LeaseRecord:
@@ -270,7 +310,9 @@ class Storage(Protocol):
     # -- URLs -----------------------------------------------------------------------------------
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None: ...
-    def save_url(self, crawl: CrawlRecord, url: UrlRecord) -> None: ...
+    def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
+        """Store the URL, of ``queue`` (stored already)."""
+
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None: ...
     def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
              limit: int) -> list[UrlRecord]:  # fmt: skip

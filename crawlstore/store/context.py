@@ -46,6 +46,9 @@ class WriteContext:
         self.failed: str | None = None
         self.dbs = engine.dbs
         self._records = records
+        #: Values decoded from records, for this transaction only: (kind, key) -> (the record
+        #: they were decoded from, the value); stale once the record is replaced.
+        self.memo: dict[Any, tuple[Any, Any]] = {}
         self._dirty: set[tuple[str, bytes]] = set()
         self._blobs: dict[tuple[str, bytes], bytearray] = {}
         self._dirty_blobs: set[tuple[str, bytes]] = set()

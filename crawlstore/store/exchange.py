@@ -90,7 +90,7 @@ def load_store(
         if pending:
             batch = list(pending)
             pending.clear()
-            storage.engine.run(lambda ctx: _write(ctx, _prefix(storage, name), batch))
+            storage.run_ctx(lambda ctx: _write(ctx, _prefix(storage, name), batch))
 
     def other(record: dict[str, Any]) -> None:
         if record.get("type") not in ("seen", "bloom", "bloom_chunk", "validator"):

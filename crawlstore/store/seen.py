@@ -74,7 +74,7 @@ class StoreSeen:
                 ctx.counters(key)["seen"] += 1
             return new
 
-        return self._storage.engine.run(op)
+        return self._storage.run_ctx(op)
 
     def __contains__(self, fp: object) -> bool:
         if not isinstance(fp, bytes) or len(fp) != 16:
@@ -173,7 +173,7 @@ class StoreBloomSeen:
                     )
             return new
 
-        return self._storage.engine.run(op)
+        return self._storage.run_ctx(op)
 
     def __contains__(self, fp: object) -> bool:
         if not _is_fp(fp):

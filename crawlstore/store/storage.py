@@ -43,7 +43,6 @@ from ..frontier.spi import (
     QueueRecord,
     UrlRecord,
 )
-from ..seed import Seed
 from ..url import Fingerprint
 from . import keys
 from .codec import pack, scan, unpack
@@ -97,18 +96,18 @@ _defaults = _memo(Defaults.from_record)
 
 
 def decode_url(key: bytes, raw: bytes) -> UrlRecord:
-    """A URL record (``CorruptRecord`` naming the key when it is not one)."""
+    """A URL record (``CorruptRecord`` naming the key when it is not one); its seed is decoded
+    when first read."""
     try:
-        state, queue, where, created, outcome, kind, record = unpack("urls", key, raw)
-        seed = Seed._trusted(record, key[4:])
-        if state not in STATES or not isinstance(queue, str):
-            raise ValueError(f"state {state!r}, queue {queue!r}")
+        state, queue, where, created, outcome, kind, packed = unpack("urls", key, raw)
+        if state not in STATES or not isinstance(queue, str) or not isinstance(packed, bytes):
+            raise ValueError(f"state {state!r}, queue {queue!r}, seed {type(packed).__name__}")
         if isinstance(where, list):
             where = tuple(where)
         if outcome is not None:
             outcome = tuple(outcome)
-        return UrlRecord(Fingerprint(key[4:]), seed, state, queue, where, float(created),
-                         outcome, kind)  # fmt: skip
+        return UrlRecord(Fingerprint(key[4:]), None, state, queue, where, float(created),
+                         outcome, kind, packed=packed)  # fmt: skip
     except CorruptRecord:
         raise
     except (TypeError, ValueError, IndexError) as exc:
@@ -149,6 +148,10 @@ class LmdbStorage:
                 local.ctx = outer
 
         return self.engine.run(unit)
+
+    def run_ctx(self, operation: Callable[[WriteContext], _T]) -> _T:
+        """``run``, handing the operation its write transaction (the store's own views)."""
+        return self.run(lambda: operation(self.ctx()))
 
     def _current(self) -> WriteContext | None:
         """The calling flow's write transaction, if it has one open."""
@@ -240,12 +243,21 @@ class LmdbStorage:
         record = self.record("crawls", name.encode("utf-8"))
         if record is None:
             return None
+        ctx = self._current()
+        if ctx is not None:  # decoded once a transaction, while its record stays the same
+            memo = ctx.memo.get(("crawl", name))
+            if memo is not None and memo[0] is record:
+                crawl: CrawlRecord = memo[1]
+                return crawl
         try:
             policy = _policy(record.get("policy") or {})
-            return CrawlRecord(name, policy, float(record["created"]), keys.u32(record["id"]),
-                               settled=bool(record.get("settled", True)))  # fmt: skip
+            crawl = CrawlRecord(name, policy, float(record["created"]), keys.u32(record["id"]),
+                                settled=bool(record.get("settled", True)))  # fmt: skip
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptRecord(f"crawls record {name!r} is malformed: {exc}") from None
+        if ctx is not None and crawl.settled:  # an unsettled one is changed by its reader
+            ctx.memo[("crawl", name)] = (record, crawl)
+        return crawl
 
     def save_crawl(self, crawl: CrawlRecord) -> None:
         ctx = self.ctx()
@@ -313,7 +325,9 @@ class LmdbStorage:
         return dict(counters) if counters else {}
 
     def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
-        self.ctx().counters(crawl.ref).update(deltas)
+        counters = self.ctx().counters(crawl.ref)
+        for name, n in deltas.items():
+            counters[name] += n
 
     def next_seq(self, crawl: CrawlRecord) -> int:
         return self.ctx().next_seq(crawl.ref)
@@ -581,16 +595,15 @@ class LmdbStorage:
         raw = self.get("urls", crawl.ref + fp)
         return self._url(crawl, fp, raw) if raw is not None else None
 
-    def save_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
+    def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         ctx = self.ctx()
         value = pack([url.state, url.queue, url.where, url.created, url.outcome, url.kind,
-                      url.seed.to_record()])  # fmt: skip
+                      url.packed_seed()])  # fmt: skip
         ctx.txn.put(crawl.ref + url.fp, value, db=self.dbs["urls"])
         if url.ref is None:
-            qid = self._qid(crawl, url.queue)
-            if qid is None:
+            if queue.ref is None or queue.key != url.queue:
                 raise StoreError(f"URL {url.fp.hex()} saved before its queue {url.queue!r}")
-            ctx.txn.put(crawl.ref + keys.u32(qid) + url.fp, b"", db=self.dbs["queue_urls"])
+            ctx.txn.put(queue.ref[1] + url.fp, b"", db=self.dbs["queue_urls"])
             url.ref = True
 
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:

@@ -74,11 +74,11 @@ class StoreValidators:
         value = (
             pack([validator.etag, validator.last_modified, self._clock()]) if validator else None
         )
-        self._storage.engine.run(lambda ctx: self._change(ctx, fp, value))
+        self._storage.run_ctx(lambda ctx: self._change(ctx, fp, value))
 
     def delete(self, fp: bytes) -> None:
         self._check(fp)
-        self._storage.engine.run(lambda ctx: self._change(ctx, fp, None))
+        self._storage.run_ctx(lambda ctx: self._change(ctx, fp, None))
 
     def __len__(self) -> int:
         return self._crawl.counter("validators")

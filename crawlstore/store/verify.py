@@ -134,6 +134,7 @@ def _check_contents(
                     record = unpack(name, key, raw)
                     if name == "urls":
                         url = decode_url(bytes(key), bytes(raw))
+                        url.seed  # noqa: B018  (decoded to check it)
                         revisits[bytes(key[:4])] += (
                             url.state == "scheduled" and url.kind == "revisit"
                         )
