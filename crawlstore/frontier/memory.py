@@ -292,16 +292,7 @@ class MemoryStorage:
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         data: _Crawl = crawl.ref
         heap = data.pending.get(queue.key, [])
-        gone = data.unqueued.get(queue.key)
-        out: list[tuple[tuple[int, int, int], bytes]] = []
-        while heap and len(out) < n:
-            entry = heapq.heappop(heap)
-            if gone and entry[0] in gone:
-                gone.discard(entry[0])
-                continue
-            out.append(entry)
-        if out:
-            self._undo(lambda: _push_all(heap, out))
+        out = self._pop_live(heap, data.unqueued.get(queue.key), lambda out: len(out) < n)
         return [fp for _, fp in out]
 
     def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
@@ -384,8 +375,14 @@ class MemoryStorage:
         data: _Crawl = crawl.ref
         heap = data.schedules.get(queue.key, [])
         gone = data.unscheduled.get(queue.key)
-        out = []
-        while heap and heap[0][0][0] <= now:
+        return self._pop_live(heap, gone, lambda out: heap[0][0][0] <= now)
+
+    def _pop_live(
+        self, heap: list[Any], gone: set[Any] | None, more: Callable[[list[Any]], bool]
+    ) -> list[Any]:
+        """Pop a heap's live entries (those not in ``gone``, dropped lazily) while ``more``."""
+        out: list[Any] = []
+        while heap and more(out):
             entry = heapq.heappop(heap)
             if gone and entry[0] in gone:
                 gone.discard(entry[0])
