@@ -151,15 +151,17 @@ class CoreFrontier(Frontier):
         #: it again (a rolled-back transaction may have created it, another view changed it).
         self._crawl: CrawlRecord | None = None
         self._defaults = DEFAULTS
-        stored = storage.view(lambda: storage.crawl(crawl))
-        if stored is None or not stored.settled:
-            policy = CrawlPolicy(order or "priority", queues or "single").merged(**changes)
-            self._pending = CrawlRecord(crawl, policy, 0.0)
-            if changes or order is not None or queues is not None:  # setting a policy creates it
-                storage.run(self._crawl_for_write)
-        else:
-            self._pending = stored
-            self._crawl = stored
+        given = changes or order is not None or queues is not None
+        self._pending = CrawlRecord(
+            crawl, CrawlPolicy(order or "priority", queues or "single").merged(**changes), 0.0
+        )
+
+        def settle() -> CrawlRecord | None:
+            """Read the crawl and, when arguments were given, apply them in the same unit:
+            create it with them, or check them against it and store what changed."""
+            stored = storage.crawl(crawl)
+            if stored is None or not stored.settled:
+                return self._crawl_for_write() if given else None
             for name, value in (("order", order), ("queues", queues)):
                 if value is not None and getattr(stored.policy, name) != value:
                     raise PolicyConflict(
@@ -167,13 +169,14 @@ class CoreFrontier(Frontier):
                         f"when it was created; open it with that, or leave {name} out"
                     )
             if any(getattr(stored.policy, k) != v for k, v in changes.items()):
+                stored.policy = stored.policy.merged(**changes)
+                storage.save_crawl(stored)
+            return stored
 
-                def update() -> None:
-                    record = self._crawl_for_write()
-                    record.policy = record.policy.merged(**changes)
-                    storage.save_crawl(record)
-
-                storage.run(update)
+        found = storage.run(settle) if given else storage.view(settle)
+        if found is not None:
+            self._pending = found
+            self._crawl = found
 
     # -- the crawl and its policy ---------------------------------------------------------------
 
@@ -224,8 +227,10 @@ class CoreFrontier(Frontier):
 
     def queue_for(self, seed: Seed) -> str:
         check_seed(seed)
-        crawl = self._crawl or self._pending
-        assert crawl is not None
+        return self._key_for(self.storage.view(self._existing) or self._pending, seed)
+
+    def _key_for(self, crawl: CrawlRecord, seed: Seed) -> str:
+        """The queue key of ``seed`` in ``crawl`` (as read in the current unit)."""
         key = key_function(crawl.policy.queues)(seed)
         if not isinstance(key, str):
             raise TypeError(f"a queue key is a str; the queue mode gave {key!r:.100}")
@@ -291,7 +296,9 @@ class CoreFrontier(Frontier):
         if url is not None and url.state in ACTIVE:
             self._count(crawl, None, **{"refused:duplicate": 1})
             return Admission(Reason.DUPLICATE)
-        key = self.queue_for(seed)
+        # A URL stays in the queue it was first admitted to (a key function of its tag, say,
+        # could send it elsewhere when it is pushed again).
+        key = url.queue if url is not None else self._key_for(crawl, seed)
         q = queues.get(key)
         if q is None:
             q = queues[key] = self._queue(crawl, key, now)
@@ -431,6 +438,8 @@ class CoreFrontier(Frontier):
                         room = 1
                     if policy.cap is not None:
                         room = min(room, policy.cap - q.in_flight)
+                    if policy.limit is not None:
+                        room = min(room, policy.limit - _finished(q) - q.in_flight)
                     lease = policy.lease_time if lease_time is None else lease_time
                     taken = self._take(crawl, q, now, room, now + lease)
                     out.extend(taken)
@@ -473,7 +482,9 @@ class CoreFrontier(Frontier):
         if work <= 0:
             return Empty  # nothing, or only revisits: revisit() waits for those
         at = self.storage.next_event(crawl)
-        return Wait(now if at is None else max(at, now))
+        if at is None:
+            return Empty  # what is left waits in queues that reached their limit: never due
+        return Wait(max(at, now))
 
     def next_revisit(self) -> float | None:
         """While revisits are scheduled, when something of the crawl may next happen (a lower
@@ -627,7 +638,7 @@ class CoreFrontier(Frontier):
             status = getattr(report, "status", None)
             reason = getattr(report, "reason", None)
             url.state, url.where, url.kind = state, None, None
-            url.outcome = (now, status, reason)
+            url.outcome = (now, status, reason, state)
             self.storage.save_url(crawl, q, url)
             self._count(crawl, q, **dict.fromkeys(names, 1), **{spi.FINISHED[state]: 1})
         elif isinstance(report, Cancelled):
@@ -695,7 +706,7 @@ class CoreFrontier(Frontier):
             now = self._clock()
             fp = seed.fingerprint
             url = self.storage.url(crawl, fp)
-            key = url.queue if url is not None else self.queue_for(seed)
+            key = url.queue if url is not None else self._key_for(crawl, seed)
             q = self._queue(crawl, key, now)
             if url is None:
                 url = UrlRecord(fp, seed.with_lease(None), SCHEDULED, key, None, now)
@@ -753,21 +764,18 @@ class CoreFrontier(Frontier):
     def pause_queue(self, seed: Seed, until: float) -> bool:
         check_seed(seed)
         check_time("until", until)
-        crawl = self._crawl or self._pending
-        assert crawl is not None
-        if crawl.policy.queues == "single":
-            return False
-        key = self.queue_for(seed)
 
-        def _write() -> None:
+        def _write() -> bool:
+            if (self._existing() or self._pending).policy.queues == "single":
+                return False  # one queue is the whole crawl
             crawl = self._crawl_for_write()
-            q = self._queue(crawl, key, self._clock())
+            q = self._queue(crawl, self._key_for(crawl, seed), self._clock())
             if until > q.blocked:
                 q.blocked = until
                 self._place(crawl, q, self._clock(), rotate=True)
+            return True
 
-        self.storage.run(_write)
-        return True
+        return self.storage.run(_write)
 
     # -- state and statistics -------------------------------------------------------------------
 
@@ -860,10 +868,9 @@ class CoreFrontier(Frontier):
     def export(self) -> Iterator[dict[str, Any]]:
         """The crawl's frontier as versioned records, read from one consistent snapshot (held
         while the records are read: consume them, or close the iterator)."""
-        from .export import export_frontier, with_end
+        from .export import export_frontier, in_reader, with_end
 
-        with self.storage.reading():
-            yield from with_end(export_frontier(self))
+        return in_reader(self.storage, lambda: with_end(export_frontier(self)))
 
     def load(
         self,

@@ -19,23 +19,44 @@ Records (dicts, msgpack-able), in this order:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import InvalidArgument, InvalidSnapshot
+from ..errors import InvalidArgument, InvalidSeed, InvalidSnapshot
 from ..seed import Seed
 from . import spi
-from .policy import CrawlPolicy
+from .policy import CrawlPolicy, check_cap, check_delay
+from .protocol import check_limit
 from .spi import CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:
     from .core import CoreFrontier
 
-__all__ = ["EXPORT_VERSION", "export_frontier", "load_frontier", "with_end"]
+__all__ = ["EXPORT_VERSION", "export_frontier", "in_reader", "load_frontier", "with_end"]
+
+_T = TypeVar("_T")
 
 EXPORT_VERSION = 1
 #: Records written a transaction while loading.
 _BATCH = 1000
+
+
+def in_reader(storage: spi.Storage, make: Callable[[], Iterator[_T]]) -> Iterator[_T]:
+    """The items of ``make()``, each read in one reader of ``storage`` (one snapshot where the
+    storage keeps one), without holding it while the caller has an item: other reads and
+    writes of this thread or task go on meanwhile."""
+    reader = storage.reader()
+    try:
+        items = reader.run(make)
+        while True:
+            try:
+                item = reader.run(lambda: next(items))
+            except StopIteration:
+                return
+            yield item
+    finally:
+        reader.close()
 
 
 def with_end(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -63,6 +84,7 @@ def export_frontier(core: CoreFrontier) -> Iterator[dict[str, Any]]:
         "policy": crawl.policy.to_record(),
         "created": crawl.created,
         "totals": totals,
+        **({} if crawl.settled else {"settled": False}),
     }
     after = None
     while True:
@@ -123,12 +145,17 @@ def load_frontier(
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InvalidSnapshot(f"an export's crawl record is malformed: {exc!r}") from None
 
+    settled = header.get("settled", True) is not False
+    before: list[CrawlRecord | None] = []
+
     def begin() -> CrawlRecord:
         existing = core._existing()
-        if existing is not None and storage.totals(existing):
+        if existing is not None and not _holds_nothing(core, existing):
             raise InvalidArgument(f"crawl {core.name!r} is not empty: load into a new crawl")
+        before.append(None if existing is None else
+                      CrawlRecord(existing.name, existing.policy, existing.created))  # fmt: skip
         crawl = existing or CrawlRecord(core.name, policy, created)
-        crawl.policy, crawl.created, crawl.settled = policy, created, True
+        crawl.policy, crawl.created, crawl.settled = policy, created, settled
         storage.save_crawl(crawl)
         storage.add_totals(crawl, totals)
         return crawl
@@ -138,7 +165,19 @@ def load_frontier(
         _load_records(core, crawl, stream, other)
     except BaseException:
         core.delete_crawl()  # it held nothing before: a load that fails leaves no trace
+        old = before[0]
+        if old is not None:  # an empty crawl (a new InMemFrontier's) is as it was
+            storage.run(lambda: storage.save_crawl(old))
         raise
+
+
+def _holds_nothing(core: CoreFrontier, crawl: CrawlRecord) -> bool:
+    """A crawl with no counts, queues or facade state (what a new frontier view makes)."""
+    storage = core.storage
+    totals = storage.totals(crawl)
+    return (not any(v for k, v in totals.items() if _exported(k))
+            and storage.queue_count(crawl) == 0
+            and next(storage.states(crawl), None) is None)  # fmt: skip
 
 
 def _load_records(
@@ -193,7 +232,11 @@ def _load(
             kind = record["type"]
             if kind == "queue":
                 q = QueueRecord(record["key"], float(record["created"]))
-                q.delay, q.cap, q.limit = record["delay"], record["cap"], record["limit"]
+                if not isinstance(q.key, str):
+                    raise TypeError(f"a queue key is a str: {q.key!r}")
+                q.delay = check_delay("delay", record["delay"])
+                q.cap = check_cap(record["cap"])  # type: ignore[assignment]
+                q.limit = None if record["limit"] is None else check_limit(record["limit"])
                 q.blocked, q.last = float(record["blocked"]), float(record["last"])
                 q.counts = {k: int(v) for k, v in record["counts"].items()}
                 storage.save_queue(crawl, q, None)
@@ -202,7 +245,8 @@ def _load(
                 _load_url(core, crawl, queues, record)
             else:
                 storage.state(crawl, record["namespace"])[record["key"]] = record["value"]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, InvalidArgument,
+            InvalidSeed) as exc:  # fmt: skip
         raise InvalidSnapshot(f"an export record is malformed: {exc!r}") from None
 
 
@@ -214,7 +258,7 @@ def _load_url(
     q = queues.get(record["queue"])
     if q is None:
         q = queues[record["queue"]] = core._queue(crawl, record["queue"], float(record["created"]))
-    outcome = tuple(record["outcome"]) if record.get("outcome") else None
+    outcome = _outcome(record.get("outcome"))
     url = UrlRecord(seed.fingerprint, seed, record["state"], q.key, None,
                     float(record["created"]), outcome, record.get("kind"))  # fmt: skip
     state = record["state"]
@@ -223,13 +267,20 @@ def _load_url(
         if order is None:  # it was in flight: the front of its queue
             rank = 2**31 - 1 - seed.priority if crawl.policy.order == "priority" else 0
             order = [rank, 0, storage.next_seq(crawl)]
-        url.where = tuple(order)
-        storage.advance_seq(crawl, int(order[2]))
+        rank, cls, seq = (int(part) for part in order)
+        if not (0 <= rank < 2**32 and cls in (0, 1) and 0 <= seq < 2**64):
+            raise ValueError(f"a queue place out of range: {order!r}")
+        url.where = (rank, cls, seq)
+        if crawl.policy.order == "lifo" and cls == 1:
+            seq = 2**64 - 1 - seq  # a pushed seed of a lifo crawl: its place counts down
+        storage.advance_seq(crawl, seq)
         storage.enqueue(crawl, q, url.where, url.fp)
         q.queued += 1
     elif state == spi.SCHEDULED:
         at = float(record["at"])
         url.where = (at, int(record["seq"]))
+        if not (math.isfinite(at) and 0 <= url.where[1] < 2**63):
+            raise ValueError(f"a schedule out of range: {record['at']!r}, {record['seq']!r}")
         storage.advance_seq(crawl, url.where[1])
         storage.schedule(crawl, q, url.where, url.fp)
         q.scheduled += 1
@@ -238,6 +289,16 @@ def _load_url(
     elif state not in (spi.DONE, spi.FAILED, spi.SKIPPED):
         raise InvalidSnapshot(f"an export names an unknown URL state: {state!r}")
     storage.save_url(crawl, q, url)
+
+
+def _outcome(record: Any) -> tuple[float, int | None, str | None, str] | None:
+    """A URL's last outcome from its export: time, status, reason, final state."""
+    if not record:
+        return None
+    when, status, reason, state = record
+    if state not in spi.FINISHED or not (status is None or isinstance(status, int)):
+        raise ValueError(f"an outcome is time, status, reason, final state: {record!r:.100}")
+    return float(when), status, None if reason is None else str(reason), state
 
 
 def _place_all(core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRecord]) -> None:

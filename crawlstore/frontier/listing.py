@@ -15,7 +15,7 @@ from . import spi
 from .base import _UNSET
 from .policy import check_cap, check_delay
 from .protocol import LastOutcome, QueueInfo, URLStatus, check_limit, check_time
-from .spi import ACTIVE, IN_FLIGHT, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
+from .spi import IN_FLIGHT, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:
     from .core import CoreFrontier
@@ -136,8 +136,7 @@ def _status(core: CoreFrontier, url: UrlRecord, crawl: CrawlRecord) -> URLStatus
         at = url.where[0]
     outcome = None
     if url.outcome is not None:
-        when, status, reason = url.outcome
-        finished = url.state if url.state not in ACTIVE else spi.DONE
+        when, status, reason, finished = url.outcome
         outcome = LastOutcome(when, finished, status, reason)
     return URLStatus(url.seed.url, Fingerprint(url.fp), url.state, url.queue, at, url.kind,
                      url.created, outcome, url.seed)  # fmt: skip

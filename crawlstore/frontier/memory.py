@@ -49,6 +49,17 @@ class _Crawl:
         self.states: dict[str, _MemState] = {}
 
 
+class _Reader:
+    def __init__(self, storage: MemoryStorage) -> None:
+        self._storage = storage
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        return self._storage.view(operation)
+
+    def close(self) -> None:
+        pass
+
+
 class MemoryStorage:
     """Every crawl's data in this process, behind one lock. Thread-safe; a transaction holds
     the lock for its length, and an exception inside it undoes all it changed."""
@@ -96,9 +107,10 @@ class MemoryStorage:
         with self.write():
             return operation()
 
-    def reading(self) -> contextlib.AbstractContextManager[object]:
-        """One consistent read for as long as the block lasts (writers wait)."""
-        return self._lock
+    def reader(self) -> _Reader:
+        """Reads across calls (an export's): each ``run`` is one consistent read; writes may
+        come between two of them."""
+        return _Reader(self)
 
     def view(self, operation: Callable[[], _T]) -> _T:
         """Run ``operation`` as one consistent read."""

@@ -76,6 +76,9 @@ class Defaults:
     lease_time: float = 600.0
 
     def __post_init__(self) -> None:
+        for name in ("delay", "lease_time"):  # the last level: nothing to inherit from
+            if getattr(self, name) is None:
+                raise InvalidArgument(f"the store-wide {name} is a number of seconds, not None")
         check_delay("delay", self.delay)
         if check_delay("lease_time", self.lease_time) == 0:
             raise InvalidArgument("lease_time must be more than 0 seconds")
@@ -182,8 +185,8 @@ def ready_at(
     its last pop; never while it is empty, at its in-flight cap, or past its limit."""
     if queued <= 0 or (policy.cap is not None and in_flight >= policy.cap):
         return None
-    if policy.limit is not None and finished >= policy.limit:
-        return None
+    if policy.limit is not None and finished + in_flight >= policy.limit:
+        return None  # its limit: those finished and those that may finish now
     return max(policy.blocked_until, last + policy.delay)
 
 

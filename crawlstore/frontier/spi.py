@@ -136,7 +136,7 @@ class QueueRecord:
 class UrlRecord:
     """A URL of a crawl, by fingerprint: its seed, its queue, where it is (``where``: its
     entry in the queue, its lease's token, or its schedule), when it was first admitted, and
-    how its last visit ended (``outcome``: time, status code, reason).
+    how its last visit ended (``outcome``: time, status code, reason, final state).
 
     A storage may hand over the seed still packed (``packed``: the msgpack of its record): it
     is decoded when first read, and a record saved with its seed unread keeps those bytes."""
@@ -152,7 +152,7 @@ class UrlRecord:
         queue: str,
         where: Any,
         created: float,
-        outcome: tuple[float, int | None, str | None] | None = None,
+        outcome: tuple[float, int | None, str | None, str] | None = None,
         kind: str | None = None,
         *,
         packed: bytes | None = None,
@@ -205,6 +205,13 @@ class LeaseRecord:
             token, fp, queue, expires, owner)  # fmt: skip
 
 
+class Reader(Protocol):
+    """A storage's reads across calls (``Storage.reader``); closed when done."""
+
+    def run(self, operation: Callable[[], _T]) -> _T: ...
+    def close(self) -> None: ...
+
+
 class Storage(Protocol):
     """What the core needs of a storage. Every method but ``run``, ``view`` and
     ``transaction`` is called inside one of them; the ones that change data inside ``run``."""
@@ -222,8 +229,8 @@ class Storage(Protocol):
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """The users' grouping of operations into one atomic step."""
 
-    def reading(self) -> contextlib.AbstractContextManager[object]:
-        """One consistent read for as long as the block lasts (an export iterates in it)."""
+    def reader(self) -> Reader:
+        """Reads across calls, for an export: one snapshot where the storage can keep one."""
 
     # -- crawls ---------------------------------------------------------------------------------
 

@@ -106,6 +106,12 @@ class WriteContext:
             self._blobs[slot] = blob
         return blob
 
+    def forget_blobs(self, prefix: bytes) -> None:
+        """Drop the cached blobs whose keys start with ``prefix`` (their records are gone)."""
+        for slot in [slot for slot in self._blobs if slot[1].startswith(prefix)]:
+            del self._blobs[slot]
+            self._dirty_blobs.discard(slot)
+
     def touch_blob(self, db: str, key: bytes) -> None:
         self._dirty_blobs.add((db, key))
 

@@ -152,6 +152,8 @@ class Engine:
         #: Opened without LMDB's lock file, which this process cannot write (read-only only):
         #: no writer knows of its readers, so each read checks that none overtook it.
         self.lockless = False
+        #: Read snapshots kept open across calls (exports): the map does not grow meanwhile.
+        self.readers = 0
         try:
             self.env = self._open_env(map_size, lock=True)
         except lmdb.Error as exc:
@@ -496,13 +498,18 @@ class Engine:
         size = info["map_size"]
         used = (info["last_pgno"] + 1) * self._page_size
         headroom = max(size // 2, _HEADROOM)
-        if used + headroom > size and size < self.max_map_size:
+        if used + headroom > size and size < self.max_map_size and not self.readers:
             self.env.set_mapsize(min(self.max_map_size, max(size * 2, used + 2 * headroom)))
         return int(info["last_txnid"])
 
     def _grow(self) -> None:
         with self.lock:
             size = self.env.info()["map_size"]
+            if self.readers:
+                raise StoreFull(
+                    f"{self.path}: the map is full, and cannot grow while an export of this "
+                    "process reads it: finish or close the export, then retry"
+                )
             if size >= self.max_map_size:
                 raise StoreFull(
                     f"{self.path} reached its maximum size of {self.max_map_size} bytes "

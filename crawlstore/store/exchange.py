@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import lmdb
 
-from ..errors import InvalidSnapshot
-from ..frontier.export import export_frontier, with_end
+from ..errors import InvalidArgument, InvalidSnapshot
+from ..frontier.export import export_frontier, in_reader, with_end
 from . import keys
 from .codec import pack, scan, unpack
 from .context import WriteContext
@@ -28,8 +28,7 @@ _WRITE_BATCH = 1000
 
 
 def export_store(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
-    with storage.reading():
-        yield from with_end(_records(storage, frontier))
+    return in_reader(storage, lambda: with_end(_records(storage, frontier)))
 
 
 def _records(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
@@ -83,6 +82,16 @@ def load_store(
     name = crawl or header.get("name")
     if not isinstance(name, str):
         raise InvalidSnapshot(f"an export names its crawl: {name!r}")
+
+    def exists() -> bool:
+        prefix = storage.crawl_key(name)
+        return prefix is not None and (
+            any(storage.totals_of(prefix).values())
+            or storage.get("bloom", prefix + b"\x00") is not None
+        )
+
+    if storage.view(exists):  # its seen set, validators or frontier hold something
+        raise InvalidArgument(f"crawl {name!r} is not empty: load into a new crawl")
     frontier = frontier_of(name)
     pending: list[dict[str, Any]] = []
 
@@ -92,9 +101,10 @@ def load_store(
             pending.clear()
             storage.run_ctx(lambda ctx: _write(ctx, _prefix(storage, name), batch))
 
-    def other(record: dict[str, Any]) -> None:
-        if record.get("type") not in ("seen", "bloom", "bloom_chunk", "validator"):
-            raise InvalidSnapshot(f"an export record of an unknown kind: {record.get('type')!r}")
+    def other(record: Any) -> None:
+        kind = record.get("type") if isinstance(record, dict) else None
+        if kind not in ("seen", "bloom", "bloom_chunk", "validator"):
+            raise InvalidSnapshot(f"an export record of an unknown kind: {record!r:.100}")
         pending.append(record)
         if len(pending) >= _WRITE_BATCH:
             flush()
@@ -129,7 +139,7 @@ def _write(ctx: WriteContext, prefix: bytes, batch: list[dict[str, Any]]) -> Non
                     if ctx.txn.put(prefix, bytes(fp), db=dbs["seen"], dupdata=False):
                         counters["seen"] += 1
             elif kind == "bloom":
-                ctx.txn.put(prefix + b"\x00", pack(record["params"]), db=dbs["bloom"])
+                ctx.put_record("bloom", prefix + b"\x00", record["params"])
             elif kind == "bloom_chunk":
                 key = prefix + b"\x01" + keys.u32(int(record["chunk"]))
                 ctx.txn.put(key, bytes(record["bits"]), db=dbs["bloom"])

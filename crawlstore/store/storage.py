@@ -19,7 +19,6 @@ that a queue's entries, leases, expiries, schedule and URL list are each one key
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
@@ -106,12 +105,51 @@ def decode_url(key: bytes, raw: bytes) -> UrlRecord:
             where = tuple(where)
         if outcome is not None:
             outcome = tuple(outcome)
+            if len(outcome) != 4:
+                raise ValueError(f"outcome {outcome!r}")
         return UrlRecord(Fingerprint(key[4:]), None, state, queue, where, float(created),
                          outcome, kind, packed=packed)  # fmt: skip
     except CorruptRecord:
         raise
     except (TypeError, ValueError, IndexError) as exc:
         raise CorruptRecord(f"urls record {key.hex()} is malformed: {exc!r}") from None
+
+
+class _Reader:
+    """A read transaction kept open across calls; each ``run`` reads in it. The engine does not
+    grow its map while one is open (that would end it)."""
+
+    def __init__(self, storage: LmdbStorage) -> None:
+        self._storage = storage
+        engine = storage.engine
+        with engine.lock:  # no map growth under way while it begins
+            engine._check_process()
+            try:
+                self._txn: lmdb.Transaction | None = engine._begin(write=False)
+            except lmdb.Error as exc:
+                raise engine._translate(exc) from None
+            engine.readers += 1
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        if self._txn is None:
+            raise StoreError(f"{self._storage.engine.path}: this snapshot was closed")
+        local = self._storage._local
+        saved = (getattr(local, "txn", None), getattr(local, "ctx", None),
+                 getattr(local, "reading", False))  # fmt: skip
+        local.txn, local.ctx, local.reading = self._txn, None, True
+        try:
+            return operation()
+        except lmdb.Error as exc:
+            raise self._storage.engine._translate(exc) from None
+        finally:
+            local.txn, local.ctx, local.reading = saved
+
+    def close(self) -> None:
+        if self._txn is not None:
+            txn, self._txn = self._txn, None
+            with self._storage.engine.lock:
+                txn.abort()
+                self._storage.engine.readers -= 1
 
 
 class LmdbStorage:
@@ -154,9 +192,15 @@ class LmdbStorage:
         return self.run(lambda: operation(self.ctx()))
 
     def _current(self) -> WriteContext | None:
-        """The calling flow's write transaction, if it has one open."""
-        ctx: WriteContext | None = getattr(self._local, "ctx", None)
-        return ctx if ctx is not None else self.engine.current
+        """The calling flow's write transaction, if it has one open (None while a reader's
+        operation runs: it reads its snapshot)."""
+        local = self._local
+        ctx: WriteContext | None = getattr(local, "ctx", None)
+        if ctx is not None:
+            return ctx
+        if getattr(local, "reading", False):
+            return None
+        return self.engine.current
 
     def view(self, operation: Callable[[], _T]) -> _T:
         if self._current() is not None:
@@ -176,24 +220,10 @@ class LmdbStorage:
     def transaction(self) -> Any:
         return self.engine.transaction()
 
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[None]:
-        """One read snapshot for as long as the block lasts (an export iterates in it)."""
-        ctx = self._current()
-        if ctx is not None:
-            ctx.flush()  # the records this transaction changed, so that scans see them
-            yield
-            return
-        if getattr(self._local, "txn", None) is not None:
-            yield
-            return
-        txn = self.engine.env.begin(write=False)
-        self._local.txn = txn
-        try:
-            yield
-        finally:
-            self._local.txn = None
-            txn.abort()
+    def reader(self) -> _Reader:
+        """A read snapshot of what is committed, kept open across calls (an export reads in
+        it between its records); close it."""
+        return _Reader(self)
 
     def ctx(self) -> WriteContext:
         ctx = self._current()
@@ -303,6 +333,7 @@ class LmdbStorage:
         ctx.txn.delete(prefix, db=self.dbs["seen"])  # the exact seen set: duplicates of one key
         for slot in [s for s in ctx.records if s[1][:4] == prefix]:
             ctx.put_record(slot[0], slot[1], None)
+        ctx.forget_blobs(prefix)  # cached Bloom chunks of the crawl: not written back
         ctx.put_record("crawls", crawl.name.encode("utf-8"), None)
         return removed
 
