@@ -235,7 +235,7 @@ class CrawlstoreBatchRunner(CrawlstoreRunner):
         pop_many, report_many = self.frontier.pop_many, self.frontier.report_many
         for i in range(0, k, BATCH):
             with self.store.transaction():
-                seeds = pop_many(min(BATCH, k - i))
+                seeds = [ready.seed for ready in pop_many(min(BATCH, k - i))]
                 report_many([Done(seed) for seed in seeds])
             if len(seeds) != min(BATCH, k - i):
                 raise RuntimeError(f"crawlstore popped {len(seeds)} seeds")

@@ -19,7 +19,7 @@ def bench_traps(prefixes: int, per_prefix: int) -> list[Result]:
 
     # A filter inside refuses every seed, so nothing is queued: what remains is trap state.
     traps = InMemFrontier.fifo().filter(lambda seed: False).avoid_traps()
-    state = traps.state("traps")
+    state = traps.core.state("traps")
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     for seed in seeds:

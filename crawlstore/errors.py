@@ -37,6 +37,11 @@ class IncompatibleStore(StoreError):
     """The store was written by a newer crawlstore (format or fingerprint version)."""
 
 
+class OlderFormat(IncompatibleStore):
+    """A store of an older format: opening it for writing migrates it; a read-only open
+    refuses it, naming the command that migrates it."""
+
+
 class StoreFull(StoreError):
     """The store reached its maximum size, or the disk is full; nothing committed was lost."""
 
@@ -56,6 +61,11 @@ class CorruptRecord(CorruptStore):
 class InvalidArgument(CrawlstoreError, ValueError):
     """An argument out of its range: a NaN or infinite time, a negative delay, a name too long
     to be a key."""
+
+
+class PolicyConflict(CrawlstoreError, ValueError):
+    """A view opened with an order or queue mode other than its crawl's, which are fixed when
+    the crawl is created."""
 
 
 class InvalidValidator(CrawlstoreError, ValueError):

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
+
+import msgpack
 
 from .errors import InvalidSeed
 from .url import Fingerprint, _canonical, fingerprint_canonical, parse_http_url
 
-__all__ = ["PRIORITY_MAX", "PRIORITY_MIN", "Seed", "Tag"]
+__all__ = ["MAX_META", "PRIORITY_MAX", "PRIORITY_MIN", "Lease", "Seed", "Tag"]
 
 PRIORITY_MIN = -(2**31)
 PRIORITY_MAX = 2**31 - 1
 DEPTH_MAX = 2**32 - 1
+#: The largest ``meta`` a seed carries, in msgpack bytes.
+MAX_META = 64 * 1024
+_NO_META: Mapping[str, Any] = MappingProxyType({})
 
 #: What ``with_tag`` takes: a tag name or an enum member (stored by its name).
 Tag = str | enum.Enum
@@ -53,6 +60,31 @@ def _check_header(name: object, value: object) -> tuple[str, str]:
     return name, value
 
 
+def _check_meta(meta: object) -> Mapping[str, Any]:
+    if not isinstance(meta, Mapping):
+        raise InvalidSeed(f"meta must be a mapping of str to msgpack-able values: {meta!r:.100}")
+    if not meta:
+        return _NO_META
+    if not all(isinstance(k, str) for k in meta):
+        raise InvalidSeed(f"meta keys must be str: {list(meta)!r:.100}")
+    try:
+        packed = msgpack.packb(dict(meta), use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidSeed(f"meta must be msgpack-able: {exc}") from None
+    if len(packed) > MAX_META:
+        raise InvalidSeed(f"meta is {len(packed)} bytes packed, more than {MAX_META}")
+    return MappingProxyType(msgpack.unpackb(packed, raw=False))  # a copy nobody else holds
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A seed handed out: ``token`` names the lease in its storage (a report ends exactly it),
+    and ``expires`` is when the seed goes back to its queue if no report comes."""
+
+    token: bytes
+    expires: float
+
+
 def _check_body(body: object) -> bytes:
     if isinstance(body, str):
         return body.encode("utf-8")
@@ -62,15 +94,19 @@ def _check_body(body: object) -> bytes:
 
 
 class Seed:
-    """A request waiting to be crawled: method, URL, headers, body, tag, priority, depth, attempt.
+    """A request waiting to be crawled: method, URL, headers, body, tag, priority, depth, attempt,
+    meta.
 
     Immutable: every ``with_*`` builder returns a new seed. Its ``fingerprint`` (method,
-    canonical URL, body) identifies the page; tag, priority, depth and headers are not part of it.
-    ``attempt`` counts tries: 1 is the first attempt, each retry adds one.
+    canonical URL, body) identifies the page; tag, priority, depth, headers and meta are not
+    part of it. ``attempt`` counts tries: 1 is the first attempt, each retry adds one. ``meta``
+    is a small mapping of str to msgpack-able values, stored with the seed and handed back on
+    pop (a Scrapy callback's name, a URL Frontier's metadata).
     """
 
     __slots__ = (
-        "_fp", "_lease", "attempt", "body", "depth", "headers", "method", "priority", "tag", "url",
+        "_fp", "_lease", "attempt", "body", "depth", "headers", "meta", "method", "priority",
+        "tag", "url",
     )  # fmt: skip
 
     method: str
@@ -81,10 +117,11 @@ class Seed:
     priority: int
     depth: int
     attempt: int
+    meta: Mapping[str, Any]
     _fp: Fingerprint | None
-    #: The lease a store handed this seed out under (not part of the value): a report ends
+    #: The lease a storage handed this seed out under (not part of the value): a report ends
     #: exactly that lease, never another worker's after this one expired.
-    _lease: bytes | None
+    _lease: Lease | None
 
     def __init__(
         self,
@@ -97,6 +134,7 @@ class Seed:
         priority: int = 0,
         depth: int = 0,
         attempt: int = 1,
+        meta: Mapping[str, Any] = _NO_META,
     ) -> None:
         method = _check_method(method)
         parsed = parse_http_url(url)
@@ -110,6 +148,7 @@ class Seed:
             _check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX),
             _check_int("depth", depth, 0, DEPTH_MAX),
             _check_int("attempt", attempt, 1, DEPTH_MAX),
+            _check_meta(meta),
             fingerprint_canonical(method, _canonical(parsed), body_bytes),
         )
 
@@ -123,6 +162,7 @@ class Seed:
         priority: int,
         depth: int,
         attempt: int,
+        meta: Mapping[str, Any],
         fp: Fingerprint | None,
     ) -> None:
         # The slots' own setters (Seed blocks __setattr__): the fastest way to fill them.
@@ -134,6 +174,7 @@ class Seed:
         _set_priority(self, priority)
         _set_depth(self, depth)
         _set_attempt(self, attempt)
+        _set_meta(self, meta)
         _set_fp(self, fp)
         _set_lease(self, None)
 
@@ -146,9 +187,10 @@ class Seed:
     def _trusted(cls, record: Any, fp: bytes | None = None) -> Seed:
         """Rebuild a seed that this library stored itself: no URL parsing (``ValueError`` or
         ``TypeError`` on a malformed record; callers name the record)."""
-        method, url, headers, body, tag, priority, depth, attempt = record
+        method, url, headers, body, tag, priority, depth, attempt, *rest = record
         if not (isinstance(url, str) and isinstance(body, bytes) and isinstance(priority, int)):
             raise TypeError(f"malformed seed record: {record!r}")
+        meta = MappingProxyType(rest[0]) if rest and rest[0] else _NO_META
         new = object.__new__(cls)
         new._init(
             method,
@@ -159,6 +201,7 @@ class Seed:
             priority,
             depth,
             attempt,
+            meta,
             fp if fp is None or type(fp) is Fingerprint else _fingerprint(fp),
         )
         return new
@@ -192,6 +235,27 @@ class Seed:
     def with_body(self, body: bytes | str) -> Seed:
         return self._replace(body=_check_body(body))
 
+    def with_meta(self, meta: Mapping[str, Any]) -> Seed:
+        """Replace the seed's metadata (a mapping of str to msgpack-able values)."""
+        return self._replace(meta=_check_meta(meta))
+
+    def with_lease(self, lease: Lease | None) -> Seed:
+        """The seed under ``lease``: for a seed that crossed a process boundary (its record and
+        the lease token travelled), so that a report ends exactly that lease."""
+        if lease is not None and not isinstance(lease, Lease):
+            raise TypeError(f"expected a Lease, not {type(lease).__name__}")
+        new = object.__new__(Seed)  # the same fields: copied as they are, not checked again
+        for name in _VALUE_SLOTS:
+            object.__setattr__(new, name, getattr(self, name))
+        object.__setattr__(new, "_lease", lease)
+        return new
+
+    @property
+    def lease(self) -> Lease | None:
+        """The lease this seed was handed out under (None for a seed never popped, or copied
+        from a record)."""
+        return self._lease
+
     # -- identity -------------------------------------------------------------------------------
 
     @property
@@ -212,7 +276,7 @@ class Seed:
         return self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        return hash(self._key()[:-1])  # meta is a mapping: equal seeds still hash alike
 
     def __copy__(self) -> Seed:
         return self
@@ -232,7 +296,7 @@ class Seed:
         for name, default in _DEFAULTS.items():
             value = getattr(self, name)
             if value != default:
-                parts.append(f"{name}={value!r}")
+                parts.append(f"{name}={dict(value) if name == 'meta' else value!r}")
         return f"Seed({', '.join(parts)})"
 
     # -- records --------------------------------------------------------------------------------
@@ -248,14 +312,16 @@ class Seed:
             self.priority,
             self.depth,
             self.attempt,
+            dict(self.meta),
         ]
 
     @classmethod
     def from_record(cls, record: Any) -> Seed:
-        """Rebuild a seed from ``to_record`` output, validating every field (``InvalidSeed``)."""
-        if not isinstance(record, (list, tuple)) or len(record) != len(_FIELDS):
-            raise InvalidSeed(f"a seed record is a list of {len(_FIELDS)} fields: {record!r}")
-        method, url, headers, body, tag, priority, depth, attempt = record
+        """Rebuild a seed from ``to_record`` output, validating every field (``InvalidSeed``).
+        A record of 8 fields (before ``meta``) is read too."""
+        if not isinstance(record, (list, tuple)) or len(record) not in (8, len(_FIELDS)):
+            raise InvalidSeed(f"a seed record is a list of {len(_FIELDS)} fields: {record!r:.200}")
+        method, url, headers, body, tag, priority, depth, attempt, *rest = record
         if not isinstance(headers, (list, tuple)) or not all(
             isinstance(h, (list, tuple)) and len(h) == 2 for h in headers
         ):
@@ -271,14 +337,15 @@ class Seed:
             priority=priority,
             depth=depth,
             attempt=attempt,
+            meta=rest[0] if rest else _NO_META,
         )
 
 
-_FIELDS = ("method", "url", "headers", "body", "tag", "priority", "depth", "attempt")
+_FIELDS = ("method", "url", "headers", "body", "tag", "priority", "depth", "attempt", "meta")
 _set_method, _set_url, _set_headers, _set_body, _set_tag = (
     Seed.__dict__[name].__set__ for name in _FIELDS[:5]
 )
-_set_priority, _set_depth, _set_attempt, _set_fp, _set_lease = (
+_set_priority, _set_depth, _set_attempt, _set_meta, _set_fp, _set_lease = (
     Seed.__dict__[name].__set__ for name in (*_FIELDS[5:], "_fp", "_lease")
 )
 
@@ -290,6 +357,8 @@ def _fingerprint(raw: bytes) -> Fingerprint:
     return bytes.__new__(Fingerprint, raw)
 
 
+_VALUE_SLOTS = tuple(name for name in Seed.__slots__ if name != "_lease")
+
 _DEFAULTS: dict[str, object] = {
     "headers": (),
     "body": b"",
@@ -297,4 +366,5 @@ _DEFAULTS: dict[str, object] = {
     "priority": 0,
     "depth": 0,
     "attempt": 1,
+    "meta": _NO_META,
 }

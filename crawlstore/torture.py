@@ -75,7 +75,7 @@ def worker(path: str, seed: int) -> None:
     if frontier.push(Seed.get(f"{HOST}/p/0").with_tag(Tag.PAGE)):
         ack(f"P {HOST}/p/0")
     while True:
-        batch = frontier.pop_many(rng.choice([1, 1, 3, 10]))
+        batch = [ready.seed for ready in frontier.pop_many(rng.choice([1, 1, 3, 10]))]
         if not batch:
             time.sleep(0.01)
             continue
@@ -143,7 +143,8 @@ def check(path: Path, record: Record) -> list[str]:
         return [f"{record.lines} acknowledgements but no store"] if record.lines else []
     violations = list(verify(path))
     with Store.open(path) as store:
-        frontier = store.frontier("fifo", reap_interval=0)  # reaps the killed workers' leases
+        frontier = store.frontier("fifo", reap_interval=0)
+        frontier.reap()  # the killed workers' leases come back
         stats = frontier.stats()
         snap = frontier.snapshot()
         if stats.in_flight or snap.in_flight:

@@ -69,3 +69,8 @@ def drain(frontier: Frontier) -> list[str]:
         out.append(path_of(popped) or "")
         frontier.report(Done(popped.seed))
     return out
+
+
+def pop_seeds(frontier: Frontier, limit: int, **limits: object) -> list[Seed]:
+    """The seeds of ``frontier.pop_many(limit, ...)`` (each carries its lease)."""
+    return [ready.seed for ready in frontier.pop_many(limit, **limits)]  # type: ignore[arg-type]

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import MakeFrontier
+from conftest import MakeFrontier, pop_seeds
 
-from crawlstore import Backoff, Done, Retry, Seed, Store, Validator
+from crawlstore import Backoff, Done, Retry, Seed, Store, Validator, register_queue_key
 from crawlstore.errors import InvalidArgument
 from crawlstore.frontier import Frontier
 
@@ -37,27 +37,27 @@ def test_a_str_is_not_a_seed(make_frontier: MakeFrontier) -> None:
         lambda f, held: f.report(Retry("http://e.com/")),  # type: ignore[arg-type]
         lambda f, held: f.report_many([Done(held), "x"]),  # type: ignore[list-item]
         lambda f, held: f.extend_lease("http://e.com/"),  # type: ignore[arg-type]
-        lambda f, held: f.schedule("http://e.com/", 5.0),  # type: ignore[arg-type]
+        lambda f, held: f.core.schedule("http://e.com/", 5.0),  # type: ignore[arg-type]
     ]
     for f in _chains(make_frontier()):
         f.push(Seed.get("https://e.com/held"))
-        (held,) = f.pop_many(1)
+        (held,) = pop_seeds(f, 1)
         for call in calls:
             _unchanged(f, functools.partial(call, f, held), TypeError, "expected a (Seed|report)")
         f.report(Done(held))
         for s in f.snapshot():
             assert isinstance(s, Seed)  # nothing but seeds went in: pops never fail
-        assert f.pop_many(10) == []
+        assert pop_seeds(f, 10) == []
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "5", None])
 def test_times_are_finite_numbers(make_frontier: MakeFrontier, bad: object) -> None:
     f = make_frontier().retry(2).tag_backoff()
     f.push(Seed.get("https://e.com/a"))
-    (seed,) = f.pop_many(1)
+    (seed,) = pop_seeds(f, 1)
     negative = -1 if bad is None else bad  # None is a default for these: -1 is the bad one
     calls: list[Callable[[], object]] = [
-        lambda: f.schedule(Seed.get("https://e.com/b"), bad),  # type: ignore[arg-type]
+        lambda: f.core.schedule(Seed.get("https://e.com/b"), bad),  # type: ignore[arg-type]
         lambda: f.report(Retry(seed, after=negative)),  # type: ignore[arg-type]
         lambda: f.report(Backoff("t", bad)),  # type: ignore[arg-type]
         lambda: f.extend_lease(seed, negative),  # type: ignore[arg-type]
@@ -89,8 +89,8 @@ def test_store_arguments_are_bounded_up_front(tmp_path: Path) -> None:
             (lambda: f.set_queue("e.com", delay=math.nan), "finite"),
             (lambda: f.set_queue("e.com", max_in_flight=0), "max_in_flight"),
             (lambda: f.block_queue("e.com", math.inf), "finite"),
-            (lambda: f.state("x" * 200), "namespace"),
-            (lambda: f.state("a\x00b"), "NUL"),
+            (lambda: f.core.state("x" * 200), "namespace"),
+            (lambda: f.core.state("a\x00b"), "NUL"),
         ):
             _unchanged(f, call, InvalidArgument, match)
         with pytest.raises(TypeError, match="queue key is a str"):
@@ -109,22 +109,24 @@ def test_store_arguments_are_bounded_up_front(tmp_path: Path) -> None:
 
 def test_long_keys_are_stored_under_a_digest(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s.lmdb") as store:
-        f = store.frontier(queues=lambda seed: "q" * 1000 + seed.url[-1])
+        register_queue_key("long", lambda seed: "q" * 1000 + seed.url[-1])
+        f = store.frontier(queues="long")
         f.push_many([Seed.get("https://e.com/1"), Seed.get("https://e.com/2")])
         f.set_queue("q" * 1000 + "1", delay=5.0)
         info = f.queue("q" * 1000 + "1")
         assert info is not None and info.key == "q" * 1000 + "1" and info.delay == 5.0
-        assert len(f.pop_many(2)) == 2  # one a queue
-        state = f.state("user")
+        assert len(pop_seeds(f, 2)) == 2  # one a queue
+        state = f.core.state("user")
         state["k" * 2000] = 1
         assert dict(state) == {"k" * 2000: 1}
-        bad = store.frontier(crawl="other", queues=lambda seed: 5)  # type: ignore[arg-type,return-value]
+        register_queue_key("bad", lambda seed: 5)  # type: ignore[arg-type,return-value]
+        bad = store.frontier(crawl="other", queues="bad")
         _unchanged(bad, lambda: bad.push(Seed.get("https://e.com/")), TypeError, "queue key")
 
 
 def test_facade_state_and_refusals_take_what_the_store_takes(make_frontier: MakeFrontier) -> None:
     f = make_frontier()
-    state = f.state("user")
+    state = f.core.state("user")
     for key, value, error in ((5, 1, TypeError), ("k", object(), TypeError)):
         with pytest.raises(error):
             state[key] = value  # type: ignore[index]
@@ -135,5 +137,5 @@ def test_facade_state_and_refusals_take_what_the_store_takes(make_frontier: Make
     assert state["k"] == {"a": [1, 2]}
     for namespace in ("", "x" * 101, "a\x00b"):
         with pytest.raises(InvalidArgument):
-            f.state(namespace)
+            f.core.state(namespace)
     _unchanged(f, lambda: f.refuse(Seed.get("https://e.com/"), None), TypeError, "Reason")  # type: ignore[arg-type]

@@ -64,3 +64,31 @@ def test_what_len_and_stats_count_is_said() -> None:
     frontier = (ROOT / "docs" / "frontier.md").read_text()
     assert re.search(r"`len\(f\)`[^\n]*revisits", frontier)
     assert re.search(r"`stats\(\)`[^\n]*whole life", frontier)
+
+
+def test_nothing_above_the_storages_names_one() -> None:
+    """Views, facades and integrations test capabilities, never which storage they have."""
+    package = ROOT / "crawlstore"
+    above = [*sorted((package / "frontier").glob("*.py")),
+             *sorted((package / "integrations").glob("*.py")),
+             package / "revalidate.py", package / "revisit.py"]  # fmt: skip
+    found = [
+        (p.name, m.group(0))
+        for p in above
+        if p.name != "memory.py"  # the memory storage itself
+        for m in re.finditer(
+            r"isinstance\([^)]*(MemoryStorage|LmdbStorage|StoreFrontier|InMemFrontier)",
+            p.read_text(),
+        )
+    ]
+    assert not found, found
+
+
+def test_capabilities_are_what_the_docs_say(tmp_path: Path) -> None:
+    memory = InMemFrontier().core.storage.capabilities
+    assert (memory.persistent, memory.shared, memory.durability) == (False, False, "memory")
+    for mode, durability in (("safe", "disk"), ("full", "disk"), ("group", "os")):
+        with Store.open(tmp_path / f"{mode}.lmdb", durability=mode) as store:
+            caps = store.frontier().core.storage.capabilities
+            assert (caps.persistent, caps.shared, caps.atomic_views) == (True, True, True)
+            assert caps.durability == durability

@@ -6,7 +6,7 @@ import enum
 import random
 
 import pytest
-from conftest import MakeFrontier, drain, path_of, seed
+from conftest import MakeFrontier, drain, path_of, pop_seeds, seed
 
 from crawlstore import (
     Backoff,
@@ -291,7 +291,7 @@ def test_push_many_answers_in_order_through_every_facade(make_frontier: MakeFron
     assert reasons == [None, Reason.DUPLICATE, Reason.OUT_OF_SCOPE, Reason.TOO_DEEP, None,
                        Reason.DUPLICATE]  # fmt: skip
     assert f.stats().admitted == 2 and f.stats().pushed == 6
-    assert [s.priority for s in f.pop_many(10)] == [1, 1]
+    assert [s.priority for s in pop_seeds(f, 10)] == [1, 1]
 
 
 def test_push_many_does_not_burn_a_repeat_refused_further_in(make_frontier: MakeFrontier) -> None:
@@ -299,22 +299,22 @@ def test_push_many_does_not_burn_a_repeat_refused_further_in(make_frontier: Make
     f = make_frontier().max_depth(1).dedup_with(seen)  # max_depth inside dedup
     results = f.push_many([seed("a", depth=5), seed("a", depth=1), seed("a", depth=0)])
     assert [r.reason for r in results] == [Reason.TOO_DEEP, None, Reason.DUPLICATE]
-    assert len(seen) == 1 and [s.depth for s in f.pop_many(5)] == [1]
+    assert len(seen) == 1 and [s.depth for s in pop_seeds(f, 5)] == [1]
 
 
 def test_pop_many_and_report_many(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier("fifo").retry_with(RetryPolicy(1, jitter=0))
     f.push_many([seed(str(i)) for i in range(5)])
-    batch = f.pop_many(3)
+    batch = pop_seeds(f, 3)
     assert [path_of(Ready(s)) for s in batch] == ["0", "1", "2"]
     assert f.stats().in_flight == 3
     f.report_many([Done(batch[0]), Retry(batch[1]), Done(batch[2])])
     s = f.stats()
     assert (s.done, s.retried, s.in_flight, s.scheduled, s.queued) == (2, 1, 0, 1, 2)
-    assert [path_of(Ready(x)) for x in f.pop_many(10)] == ["3", "4"]
-    assert f.pop_many(10) == [] and f.pop() == Wait(clock() + 0.5)
+    assert [path_of(Ready(x)) for x in pop_seeds(f, 10)] == ["3", "4"]
+    assert pop_seeds(f, 10) == [] and f.pop() == Wait(clock() + 0.5)
     clock.advance(0.5)
-    assert [x.attempt for x in f.pop_many(10)] == [2]
+    assert [x.attempt for x in pop_seeds(f, 10)] == [2]
 
 
 def test_report_many_is_all_or_nothing(make_frontier: MakeFrontier) -> None:
@@ -322,7 +322,7 @@ def test_report_many_is_all_or_nothing(make_frontier: MakeFrontier) -> None:
 
     f = make_frontier()
     f.push_many([seed("a"), seed("b")])
-    a, b = f.pop_many(2)
+    a, b = pop_seeds(f, 2)
     with pytest.raises(NotInFlight):
         f.report_many([Done(a), Done(seed("never-popped")), Done(b)])
     assert f.stats().in_flight == 2 and f.stats().done == 0

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import pop_seeds
 
 from crawlstore import Done, Seed, Store, Validator
 from crawlstore.errors import CrawlstoreError, ReadOnlyStore, StoreError, StoreFull
@@ -172,7 +173,7 @@ def test_a_backup_holds_every_view(tmp_path: Path, compact: bool) -> None:
         frontier.push_many([Seed.get(u) for u in urls])
         for u in urls[::3]:
             bloom.insert(Seed.get(u).fingerprint)
-        popped = frontier.pop_many(10)
+        popped = pop_seeds(frontier, 10)
         store.validators().put(popped[0].fingerprint, Validator(etag='"x"'))
         stats = frontier.stats()
         done = subprocess.run(
@@ -231,7 +232,7 @@ def test_huge_values_are_stored_whole(tmp_path: Path) -> None:
         f = store.frontier().dedup_with(store.seen())
         assert f.push(Seed("POST", "https://example.com/upload").with_body(body))
         assert f.push(Seed.get(url))
-        got = sorted(f.pop_many(2), key=lambda s: s.method)
+        got = sorted(pop_seeds(f, 2), key=lambda s: s.method)
         assert got[0].url == url and got[1].body == body
 
 

@@ -6,6 +6,7 @@ import pytest
 from conftest import MakeFrontier, drain, path_of, seed
 
 from crawlstore import (
+    Admission,
     Backoff,
     Cancelled,
     Done,
@@ -14,14 +15,15 @@ from crawlstore import (
     InMemFrontier,
     ManualClock,
     Ready,
-    Reschedule,
+    Reason,
     Retry,
     Skipped,
     Snapshot,
+    Store,
     Wait,
 )
 from crawlstore.errors import InvalidSnapshot, NotInFlight
-from crawlstore.frontier import Reason
+from crawlstore.frontier.protocol import Reschedule
 
 
 def test_fifo_pops_in_push_order(make_frontier: MakeFrontier) -> None:
@@ -48,8 +50,10 @@ def test_priority_extremes(make_frontier: MakeFrontier) -> None:
     assert drain(f) == ["max", "zero", "min"]
 
 
-def test_default_in_memory_order_is_fifo() -> None:
-    assert InMemFrontier().order == "fifo"
+def test_the_default_order_is_the_same_on_every_storage(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # priority: equal priorities come in push order, so a crawl that sets none is breadth first
+    with Store.open(tmp_path / "s.lmdb") as store:
+        assert InMemFrontier().order == store.frontier().order == "priority"
     with pytest.raises(ValueError, match="order"):
         InMemFrontier("random")
 
@@ -134,20 +138,20 @@ def test_report_of_a_seed_not_in_flight_raises(make_frontier: MakeFrontier) -> N
     assert f.stats().done == 1
 
 
-def test_same_url_twice_in_flight_without_dedup(make_frontier: MakeFrontier) -> None:
+def test_a_url_is_held_once_and_pushed_again_once_finished(make_frontier: MakeFrontier) -> None:
     f = make_frontier()
-    f.push_many([seed("a"), seed("a")])
-    first, second = f.pop(), f.pop()
-    assert isinstance(first, Ready) and isinstance(second, Ready)
-    assert f.stats().in_flight == 2
-    f.report(Done(first.seed))
-    f.report(Done(second.seed))
-    assert f.stats().in_flight == 0 and f.stats().done == 2
+    assert f.push_many([seed("a"), seed("a")]) == [Admission(), Admission(Reason.DUPLICATE)]
+    popped = f.pop()
+    assert isinstance(popped, Ready) and not f.push(seed("a"))  # in flight: still held
+    assert f.stats().refused == {"duplicate": 2} and f.stats().in_flight == 1
+    f.report(Done(popped.seed))
+    assert f.push(seed("a"))  # finished: it may be crawled again
+    assert f.url(seed("a").url).state == "queued" and f.stats().admitted == 2
 
 
 def test_scheduled_seed_waits_until_due(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier()
-    f.schedule(seed("later"), clock() + 10)
+    f.core.schedule(seed("later"), clock() + 10)
     assert f.pop() == Wait(clock() + 10)
     assert f.stats().scheduled == 1 and len(f) == 1
     clock.advance(10)
@@ -156,8 +160,8 @@ def test_scheduled_seed_waits_until_due(make_frontier: MakeFrontier, clock: Manu
 
 def test_one_schedule_per_fingerprint(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier()
-    f.schedule(seed("x", tag="old"), clock() + 10)
-    f.schedule(seed("x", tag="new"), clock() + 20)
+    f.core.schedule(seed("x", tag="old"), clock() + 10)
+    f.core.schedule(seed("x", tag="new"), clock() + 20)
     assert f.stats().scheduled == 1
     assert f.pop() == Wait(clock() + 20)
     clock.advance(20)
@@ -170,8 +174,8 @@ def test_one_schedule_per_fingerprint(make_frontier: MakeFrontier, clock: Manual
 def test_due_seeds_come_before_queued_ones(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier("fifo")
     f.push(seed("queued"))
-    f.schedule(seed("due2"), clock() + 2)
-    f.schedule(seed("due1"), clock() + 1)
+    f.core.schedule(seed("due2"), clock() + 2)
+    f.core.schedule(seed("due1"), clock() + 1)
     clock.advance(5)
     assert drain(f) == ["due1", "due2", "queued"]
 
@@ -182,7 +186,7 @@ def test_priority_order_applies_to_due_seeds(
     f = make_frontier("priority")
     f.push(seed("high", priority=9))
     f.push(seed("low", priority=0))
-    f.schedule(seed("mid", priority=5), clock())
+    f.core.schedule(seed("mid", priority=5), clock())
     assert drain(f) == ["high", "mid", "low"]
 
 
@@ -216,8 +220,8 @@ def _fill(f: object, clock: ManualClock) -> None:
     f.push_many([seed("a", priority=1), seed("b", priority=3), seed("c"), seed("d", priority=3)])
     popped = f.pop()
     assert isinstance(popped, Ready)  # one in flight
-    f.schedule(seed("s2"), clock() + 20)
-    f.schedule(seed("s1"), clock() + 10)
+    f.core.schedule(seed("s2"), clock() + 20)
+    f.core.schedule(seed("s1"), clock() + 10)
 
 
 @pytest.mark.parametrize("order", ["fifo", "lifo", "priority"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import MakeFrontier
+from conftest import MakeFrontier, pop_seeds
 
 from crawlstore import InMemValidators, ManualClock, Ready, Seed, Store, Validator, Wait
 from crawlstore.errors import InvalidValidator
@@ -76,15 +76,15 @@ def test_redirect_targets() -> None:
 def test_a_redirect_pushes_its_target_through_the_facades(make_frontier: MakeFrontier) -> None:
     f = make_frontier().dedup().allow_hosts(["e.com"]).max_depth(1)
     f.push(Seed.get("https://e.com/a").with_depth(1))
-    seed = f.pop_many(1)[0]
+    seed = pop_seeds(f, 1)[0]
     assert report_response(f, seed, answer(301, location="/b")) is Outcome.REDIRECT
-    (target,) = f.pop_many(5)
+    (target,) = pop_seeds(f, 5)
     assert target.url == "https://e.com/b" and target.depth == 1  # a redirect is no link hop
     assert report_response(f, target, answer(302, location="https://out.org/")) is Outcome.REDIRECT
     stats = f.stats()  # the target on another host was refused by the scope
     assert stats.done == 2 and stats.refused == {"out_of_scope": 1} and len(f) == 0
     f.push(Seed.get("https://e.com/c").with_depth(1))
-    looping = f.pop_many(1)[0]
+    looping = pop_seeds(f, 1)[0]
     report_response(f, looping, answer(301, location="/a"))  # back to a page already seen
     assert f.stats().refused["duplicate"] == 1 and len(f) == 0  # dedup ends the loop
 
@@ -92,7 +92,7 @@ def test_a_redirect_pushes_its_target_through_the_facades(make_frontier: MakeFro
 def test_a_redirect_without_a_usable_location_fails(make_frontier: MakeFrontier) -> None:
     f = make_frontier()
     f.push_many([Seed.get("https://e.com/a"), Seed.get("https://e.com/b")])
-    first, second = f.pop_many(2)
+    first, second = pop_seeds(f, 2)
     assert report_response(f, first, answer(302)) is Outcome.FAILED
     assert report_response(f, second, answer(302, location="javascript:x()")) is Outcome.FAILED
     assert f.stats().failed == 2 and len(f) == 0
@@ -118,7 +118,7 @@ def test_a_429_with_retry_after_pauses_only_its_host(tmp_path: Path, clock: Manu
         f = store.frontier("fifo", queues="host").retry(3)
         f.push_many(Seed.get(u) for u in
                     ["https://slow.com/1", "https://slow.com/2", "https://fast.com/1"])  # fmt: skip
-        first = f.pop_many(1)[0]
+        first = pop_seeds(f, 1)[0]
         assert first.url == "https://slow.com/1"
         outcome = report_response(f, first, answer(429, url=first.url, **{"retry-after": "60"}))
         assert outcome is Outcome.RETRY
@@ -127,7 +127,7 @@ def test_a_429_with_retry_after_pauses_only_its_host(tmp_path: Path, clock: Manu
         wait = f.pop()
         assert isinstance(wait, Wait) and wait.until == pytest.approx(clock() + 60)
         clock.advance(60)
-        got = {s.url for s in f.pop_many(5)}
+        got = {s.url for s in pop_seeds(f, 5)}
         assert got == {"https://slow.com/1"}  # one a host: the retry comes first, then /2
         assert store.frontier().queue("slow.com").blocked_until == pytest.approx(clock())
 
@@ -137,9 +137,9 @@ def test_with_one_queue_only_the_seed_waits(
 ) -> None:
     f = make_frontier().retry(3)
     f.push_many([Seed.get("https://slow.com/1"), Seed.get("https://slow.com/2")])
-    first = f.pop_many(1)[0]
+    first = pop_seeds(f, 1)[0]
     report_response(f, first, answer(503, url=first.url, **{"retry-after": "30"}))
-    assert f.pop_many(5)[0].url == "https://slow.com/2"  # the crawl goes on
+    assert pop_seeds(f, 5)[0].url == "https://slow.com/2"  # the crawl goes on
     assert f.snapshot().scheduled[0][0] == pytest.approx(clock() + 30)
 
 
@@ -158,7 +158,7 @@ def test_hostile_validators_are_dropped_and_the_page_is_done(
     revalidate = Revalidate(InMemValidators())
     f.push_many([Seed.get("https://e.com/1"), Seed.get("https://e.com/2")])
     caplog.set_level(logging.WARNING, "crawlstore.revalidate")
-    for seed in f.pop_many(2):
+    for seed in pop_seeds(f, 2):
         response = httpx.Response(200, request=httpx.Request("GET", seed.url))
         response.headers.update(HOSTILE[kind])  # headers a server sent, unchecked
         assert report_response(f, seed, response, revalidate=revalidate) is Outcome.DONE
@@ -183,12 +183,14 @@ def test_validators_that_cannot_be_sent_are_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidValidator):
             Validator(**bad)
     Validator(etag='W/"caf\u00e9"', last_modified="Sun, 06 Nov 1994 08:49:37 GMT")
-    from crawlstore.store.engine import pack
+    from crawlstore.store.codec import pack
 
     with Store.open(tmp_path / "s.lmdb") as store:  # a file from before these checks
         v = store.validators()
         fp = Seed.get("https://e.com/").fingerprint
-        engine = store._engine
-        engine.run(lambda ctx: ctx.txn.put(v._prefix + fp, pack(["a\r\nb", None, 0.0]),
-                                           db=ctx.dbs["validators"]))  # fmt: skip
+        v.put(fp, Validator(etag='"x"'))
+        storage = store._storage
+        prefix = storage.view(lambda: storage.crawl_key("default"))
+        storage.engine.run(lambda ctx: ctx.txn.put(prefix + fp, pack(["a\r\nb", None, 0.0]),
+                                                   db=ctx.dbs["validators"]))  # fmt: skip
         assert v.get(fp) is None

@@ -11,6 +11,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from conftest import pop_seeds
+
 from crawlstore import Done, Seed, Store
 from crawlstore.errors import StoreError
 from crawlstore.revisit import RevisitTags, revisit
@@ -157,7 +159,7 @@ def pool_drain(path: str) -> list[str]:
     with Store.open(path, durability="group") as store:
         frontier = store.frontier()
         crawled = []
-        for seed in frontier.pop_many(50):
+        for seed in pop_seeds(frontier, 50):
             frontier.report(Done(seed))
             crawled.append(seed.url)
         return crawled

@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import path_of
 from lmdbcount import counting
 
-from crawlstore import Done, Empty, ManualClock, Ready, Seed, Store, Wait
+from crawlstore import Done, Empty, ManualClock, Ready, Seed, Store, Wait, register_queue_key
 
 
 def page(host: str, path: str) -> Seed:
@@ -76,7 +76,8 @@ def test_per_queue_overrides_and_blocks(store: Store, clock: ManualClock) -> Non
 
 
 def test_custom_queue_key(store: Store) -> None:
-    f = store.frontier("fifo", queues=lambda seed: seed.tag or "untagged", max_in_flight=None)
+    register_queue_key("by-tag", lambda seed: seed.tag or "untagged")
+    f = store.frontier("fifo", queues="by-tag", max_in_flight=None)
     f.push_many([page("a.com", "1").with_tag("x"), page("b.com", "2").with_tag("x"),
                  page("c.com", "3")])  # fmt: skip
     assert f.queue_for(page("z.com", "q").with_tag("x")) == "x"

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import pop_seeds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +75,7 @@ def _session(store: Store, clock: ManualClock, steps: list[tuple[str, int]]) -> 
         elif op == "push_many":
             frontier.push_many(Seed.get(f"{url}/{i}").with_body(b"x" * n) for i in range(n % 30))
         elif op in ("crawl", "retry"):
-            for seed in frontier.pop_many(1 + n % 20):
+            for seed in pop_seeds(frontier, 1 + n % 20):
                 with store.transaction():
                     frontier.report(Retry(seed) if op == "retry" else Done(seed))
                     validators.put(seed.fingerprint, Validator(etag=f'"{n}"'))
@@ -221,7 +222,7 @@ with Store.open(sys.argv[1], durability="group") as store:
     print("writing", flush=True)
     for i in range(800):
         f.push_many(Seed.get(f"https://e.com/{i}/{j}") for j in range(50))
-        for seed in f.pop_many(40):
+        for seed in [r.seed for r in f.pop_many(40)]:
             f.report(Done(seed))
 """
 

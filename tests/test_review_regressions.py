@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import seed
+from conftest import pop_seeds, seed
 
 from crawlstore import Done, InMemFrontier, ManualClock, Ready, Seed, Store
 from crawlstore.errors import NotInFlight, ReadOnlyStore, StoreError
@@ -40,8 +40,11 @@ def test_a_caught_not_in_flight_leaves_report_many_consistent(
         assert isinstance(a, Ready)
         with store.transaction(), pytest.raises(NotInFlight):
             f.report_many([Done(a.seed), Done(seed("never-popped"))])
-        s = f.stats()
-        assert s.in_flight == len(f.snapshot().in_flight) == 0 and s.done == 1
+        s = f.stats()  # all or nothing: none applied, and everything agrees
+        assert s.in_flight == len(f.snapshot().in_flight) == 1 and s.done == 0
+        with pytest.raises(NotInFlight, match="twice"):
+            f.report_many([Done(a.seed), Done(a.seed)])
+        f.report_many([Done(a.seed)])
         assert isinstance(f.pop(), Ready)  # the host's queue is ready again
 
 
@@ -59,7 +62,7 @@ def test_a_generator_of_reports(tmp_path: Path, clock: ManualClock) -> None:
     with open_store(tmp_path / "s.lmdb", clock) as store:
         f = store.frontier()
         f.push_many(seed(str(i)) for i in range(3))
-        f.report_many(Done(s) for s in f.pop_many(3))
+        f.report_many(Done(s) for s in pop_seeds(f, 3))
         assert f.stats().done == 3
 
 
@@ -78,14 +81,15 @@ def test_a_readonly_store_never_writes_through_a_writers_transaction(
         assert len(view) == 1
 
 
-def test_views_with_other_defaults_share_a_crawl(tmp_path: Path, clock: ManualClock) -> None:
+def test_views_share_the_crawl_s_stored_policy(tmp_path: Path, clock: ManualClock) -> None:
     with open_store(tmp_path / "s.lmdb", clock) as store:
         wide = store.frontier("fifo", queues="host", max_in_flight=2)
-        narrow = store.frontier(queues="host")  # the default cap of 1
-        wide.push_many([Seed.get(f"https://a.com/{i}") for i in range(3)])
-        assert isinstance(wide.pop(), Ready)
-        assert not isinstance(narrow.pop(), Ready)  # a.com is at narrow's cap: no error
-        assert isinstance(wide.pop(), Ready)
+        plain = store.frontier()  # no arguments: the crawl's stored policy
+        wide.push_many([Seed.get(f"https://a.com/{i}") for i in range(4)])
+        assert isinstance(plain.pop(), Ready) and isinstance(plain.pop(), Ready)
+        assert not isinstance(plain.pop(), Ready)  # the stored cap of 2, not host's default 1
+        narrow = store.frontier(max_in_flight=1)  # a value given: the crawl's from now on
+        assert narrow.core.policy.max_in_flight == 1 == plain.core.policy.max_in_flight
 
 
 def test_reads_in_a_transaction_see_its_writes(tmp_path: Path, clock: ManualClock) -> None:

@@ -133,10 +133,12 @@ def test_crawled_once(make_frontier: MakeFrontier, clock: ManualClock, case: str
 
 def test_one_revisit_per_page(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier().revisit(Page)
-    f.push_many([seed("a", tag=Page.FAST), seed("a", tag=Page.LISTING)])
-    first, second = pop_seed(f), pop_seed(f)
-    f.report(Done(first))
-    f.report(Done(second))  # the same page: the new schedule replaces the old
+    f.push(seed("a", tag=Page.FAST))
+    f.report(Done(pop_seed(f)))
+    assert f.stats().scheduled == 1 and f.pop() == Wait(clock() + 90)
+    clock.advance(90)
+    again = pop_seed(f)
+    f.report(Done(again.with_tag(Page.LISTING)))  # visited again: its new revisit replaces
     assert f.stats().scheduled == 1
     assert f.pop() == Wait(clock() + 3600)
 

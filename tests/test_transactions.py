@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from conftest import MakeFrontier
+from conftest import MakeFrontier, pop_seeds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,7 +52,7 @@ def test_a_push_inside_a_failed_transaction_is_rolled_back(make_frontier: MakeFr
 def test_a_page_unit_rolls_back_whole(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier().dedup().retry(2).tag_backoff()
     f.push_many(Seed.get(f"https://e.com/{i}").with_tag("t") for i in range(3))
-    first, second = f.pop_many(2)
+    first, second = pop_seeds(f, 2)
     f.report(Retry(second))  # scheduled: a later report of it in the unit replaces nothing
     before = _state(f)
     with pytest.raises(Boom), f.transaction():
@@ -66,7 +66,7 @@ def test_a_page_unit_rolls_back_whole(make_frontier: MakeFrontier, clock: Manual
     assert _state(f) == before
     assert f.push(Seed.get("https://e.com/new"))  # the seen set forgot it too
     f.report(Done(first))  # still in flight
-    assert "t" not in f.state("tag_backoff")
+    assert "t" not in f.core.state("tag_backoff")
 
 
 def test_in_memory_seen_sets_and_validators_roll_back_with_a_store(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_any_failed_transaction_leaves_no_trace(
             elif op == "advance":
                 clock.advance(n / 4)
             elif op == "state":
-                f.state("user")[f"k{n % 4}"] = n
+                f.core.state("user")[f"k{n % 4}"] = n
 
     try:
         run(setup)
@@ -135,7 +135,7 @@ def test_any_failed_transaction_leaves_no_trace(
             raise Boom
         clock.now, held[:] = now, held_before
         assert _state(f) == before
-        assert dict(f.state("user")) == {k: v for k, v in f.state("user").items()}
+        assert dict(f.core.state("user")) == {k: v for k, v in f.core.state("user").items()}
         for seed in held:  # every lease the transaction ended is held again
             f.report(Done(seed))
     finally:

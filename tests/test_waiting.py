@@ -20,7 +20,7 @@ def test_returns_a_ready_seed_at_once(make_frontier: MakeFrontier, clock: Manual
 def test_waits_through_wait_until_due(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier()
     start = clock()
-    f.schedule(seed("later"), start + 42)
+    f.core.schedule(seed("later"), start + 42)
     got = f.next_seed(sleep=clock.sleep)
     assert got is not None and clock() == start + 42
 
@@ -55,14 +55,14 @@ def test_empty_with_seeds_in_flight_keeps_waiting(
 def test_timeout_on_the_frontier_clock(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier()
     start = clock()
-    f.schedule(seed("later"), start + 100)
+    f.core.schedule(seed("later"), start + 100)
     assert f.next_seed(timeout=10, sleep=clock.sleep) is None
     assert clock() == start + 10
 
 
 def test_stop_event_ends_the_wait(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier()
-    f.schedule(seed("later"), clock() + 100)
+    f.core.schedule(seed("later"), clock() + 100)
     stop = threading.Event()
 
     def sleep(seconds: float) -> None:
@@ -76,7 +76,7 @@ def test_stop_event_ends_the_wait(make_frontier: MakeFrontier, clock: ManualCloc
 
 def test_stop_wakes_a_real_wait(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier()
-    f.schedule(seed("later"), clock() + 3600)
+    f.core.schedule(seed("later"), clock() + 3600)
     stop = threading.Event()
     result: list[object] = []
     worker = threading.Thread(target=lambda: result.append(f.next_seed(stop=stop, poll=3600)))
@@ -88,14 +88,14 @@ def test_stop_wakes_a_real_wait(make_frontier: MakeFrontier, clock: ManualClock)
 
 def test_async_helper(make_frontier: MakeFrontier, clock: ManualClock) -> None:
     f = make_frontier()
-    f.schedule(seed("later"), clock() + 5)
+    f.core.schedule(seed("later"), clock() + 5)
 
     async def main() -> None:
         got = await f.anext_seed(sleep=clock.async_sleep)
         assert got is not None
         f.report(Done(got))
         assert await f.anext_seed(sleep=clock.async_sleep) is None
-        f.schedule(seed("much-later"), clock() + 500)
+        f.core.schedule(seed("much-later"), clock() + 500)
         assert await f.anext_seed(timeout=1, sleep=clock.async_sleep) is None
         stop = asyncio.Event()
         stop.set()

@@ -1,6 +1,7 @@
 """The frontier: protocol, in-memory storage, facades and waiting helpers."""
 
 from .base import Frontier, StateMap
+from .core import CoreFrontier
 from .facades import (
     AllowHosts,
     Dedup,
@@ -12,7 +13,8 @@ from .facades import (
     Scored,
     TagBackoff,
 )
-from .memory import InMemFrontier
+from .memory import InMemFrontier, MemoryStorage
+from .policy import CrawlPolicy, Defaults, register_queue_key
 from .protocol import (
     Admission,
     Backoff,
@@ -20,7 +22,10 @@ from .protocol import (
     Done,
     Empty,
     Failed,
+    LastOutcome,
+    Lease,
     Pop,
+    QueueInfo,
     Ready,
     Reason,
     Report,
@@ -28,6 +33,7 @@ from .protocol import (
     Retry,
     Skipped,
     Stats,
+    URLStatus,
     Wait,
 )
 from .snapshot import Snapshot
@@ -38,7 +44,10 @@ __all__ = [
     "AllowHosts",
     "Backoff",
     "Cancelled",
+    "CoreFrontier",
+    "CrawlPolicy",
     "Dedup",
+    "Defaults",
     "Done",
     "Empty",
     "Facade",
@@ -46,8 +55,12 @@ __all__ = [
     "Filter",
     "Frontier",
     "InMemFrontier",
+    "LastOutcome",
+    "Lease",
     "MaxDepth",
+    "MemoryStorage",
     "Pop",
+    "QueueInfo",
     "Ready",
     "Reason",
     "Report",
@@ -61,7 +74,9 @@ __all__ = [
     "StateMap",
     "Stats",
     "TagBackoff",
+    "URLStatus",
     "Wait",
     "anext_seed",
     "next_seed",
+    "register_queue_key",
 ]

@@ -11,15 +11,15 @@ from ..clock import Clock
 from ..seed import Seed
 from .protocol import (
     Admission,
+    Lease,
     Pop,
+    QueueInfo,
     Ready,
-    Reason,
     Report,
     Stats,
-    check_limit,
+    URLStatus,
     check_report,
-    check_seed,
-    check_time,
+    check_seeds,
 )
 from .snapshot import Snapshot
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from ..revisit import Adapt, Revisit
     from ..seen import SeenSet
+    from .core import CoreFrontier
     from .facades import (
         AllowHosts,
         Dedup,
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Frontier", "StateMap"]
 
+_UNSET: Any = object()  # left out: unchanged
+
 #: Persisted key/value state a facade keeps in its storage (values must be msgpack-able).
 StateMap = MutableMapping[str, Any]
 
@@ -51,17 +54,24 @@ StateMap = MutableMapping[str, Any]
 class Frontier(ABC):
     """Push seeds in, pop ready seeds out, report how each ended.
 
-    A *storage* (``InMemFrontier``, a store's frontier) holds state; a *facade* wraps another
-    frontier and holds policy. The chain methods (``dedup()``, ``retry(3)`` ...) wrap ``self``
-    and return the new outermost frontier: a push flows from the last one called inwards.
+    The frontier *core* (``InMemFrontier``, a store's frontier) holds the crawl's policy over a
+    storage; a *facade* wraps another frontier and adds policy of its own. The chain methods
+    (``dedup()``, ``retry(3)`` ...) wrap ``self`` and return the new outermost frontier: a push
+    flows from the last one called inwards. Everything a facade does not change (statistics,
+    leases, queues, URLs, transactions) is the core's.
     """
-
-    # -- the protocol ---------------------------------------------------------------------------
 
     @property
     @abstractmethod
+    def core(self) -> CoreFrontier:
+        """The frontier core at the bottom of the chain."""
+
+    @property
     def clock(self) -> Clock:
-        """The clock of the storage; every facade in the chain shares it."""
+        """The clock of the core; every facade in the chain shares it."""
+        return self.core.clock
+
+    # -- the protocol ---------------------------------------------------------------------------
 
     @abstractmethod
     def push(self, seed: Seed) -> Admission:
@@ -69,22 +79,35 @@ class Frontier(ABC):
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         """Offer several seeds in one transaction."""
+        batch = check_seeds(seeds)
         with self.transaction():
-            return [self.push(seed) for seed in seeds]
+            return [self.push(seed) for seed in batch]
 
     @abstractmethod
     def pop(self) -> Pop:
-        """``Ready(seed)`` (now in flight), ``Wait(until)``, or ``Empty``."""
+        """``Ready(seed, lease)`` (now in flight), ``Wait(until)``, or ``Empty``."""
 
-    def pop_many(self, limit: int) -> list[Seed]:
-        """Up to ``limit`` ready seeds, now in flight, in one transaction. Fewer (or none) when
-        fewer are ready: ``pop()`` then tells when the next one will be."""
-        check_limit(limit)
-        seeds: list[Seed] = []
-        with self.transaction():
-            while len(seeds) < limit and isinstance(popped := self.pop(), Ready):
-                seeds.append(popped.seed)
-        return seeds
+    @abstractmethod
+    def pop_many(
+        self,
+        limit: int,
+        *,
+        per_queue: int | None = None,
+        queues: int | None = None,
+        queue: str | None = None,
+        lease_time: float | None = None,
+    ) -> list[Ready]:
+        """Up to ``limit`` ready seeds, now in flight, in one transaction, in the core's fair
+        order (round robin over the queues that are ready): at most ``per_queue`` from a queue,
+        from at most ``queues`` queues, or only from the queue ``queue``; leased for
+        ``lease_time`` seconds (the crawl's by default). A queue with a delay hands out one
+        seed, or ``per_queue`` when given (a service's batch per delay window). Fewer (or none)
+        when fewer are ready: ``pop()`` then tells when the next one will be."""
+
+    def _through(self, ready: Ready) -> list[Ready]:
+        """What this frontier makes of a seed the core handed out (a facade may take it
+        back, as ``pop`` would): the seeds to hand on."""
+        return [ready]
 
     @abstractmethod
     def report(self, report: Report) -> None:
@@ -99,53 +122,101 @@ class Frontier(ABC):
             for report in batch:
                 self.report(report)
 
-    @abstractmethod
-    def refuse(self, seed: Seed, reason: Reason) -> Admission:
-        """Count a refusal in the storage's statistics and return it: facades call this."""
-
-    @abstractmethod
-    def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
-        """Keep a slow seed in flight ``seconds`` longer (where leases expire); raises
-        ``NotInFlight`` for a seed that is not in flight."""
-
-    @abstractmethod
-    def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
-        """Queue ``seed`` at time ``at``; one schedule per fingerprint (a new one replaces).
-
-        Retries and parked seeds are work the crawl waits for; a ``revisit`` is waited for only
-        under ``revisit()``: without it, ``pop`` says ``Empty`` when only revisits remain."""
+    def extend_lease(self, seed: Seed, seconds: float | None = None) -> Lease:
+        """Keep a slow seed in flight ``seconds`` (the crawl's lease time by default) from now;
+        the lease, with its new expiry. ``NotInFlight`` unless the seed's lease is held."""
+        return self.core.extend_lease(seed, seconds)
 
     def pause_queue(self, seed: Seed, until: float) -> bool:
         """Pop nothing from the queue ``seed`` belongs to before ``until`` (a host that said
-        ``Retry-After``), while other queues go on. True when it paused one; False on a storage
-        without per-host (or per-key) queues, where the one queue is the whole crawl."""
-        check_seed(seed)
-        check_time("until", until)
-        return False
+        ``Retry-After``), while other queues go on. True when it paused one; False when the
+        crawl's seeds are in one queue, which is the whole crawl."""
+        return self.core.pause_queue(seed, until)
 
-    @abstractmethod
-    def next_revisit(self) -> float | None:
-        """When the earliest scheduled revisit is due; None when there is none."""
-
-    @abstractmethod
-    def state(self, namespace: str) -> StateMap:
-        """A facade's persisted key/value state, kept by the storage."""
-
-    @abstractmethod
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """Group operations into one atomic step; nested use joins the outer one."""
+        return self.core.transaction()
 
-    @abstractmethod
     def stats(self) -> Stats:
         """Counters and gauges."""
+        return self.core.stats()
 
-    @abstractmethod
     def snapshot(self) -> Snapshot:
         """Every seed held: queued, in flight, and scheduled (retries, pauses, revisits)."""
+        return self.core.snapshot()
 
-    @abstractmethod
     def __len__(self) -> int:
-        """Seeds held: queued, in flight and scheduled."""
+        """Seeds held: queued, in flight and scheduled (revisits included)."""
+        return len(self.core)
+
+    # -- queues and URLs (the core's) ---------------------------------------------------------
+
+    def queue_for(self, seed: Seed) -> str:
+        """The key of the queue ``seed`` goes to (its host, with per-host queues)."""
+        return self.core.queue_for(seed)
+
+    def queue(self, key: str) -> QueueInfo | None:
+        """The queue named ``key``, or None."""
+        return self.core.queue(key)
+
+    def queues(self, *, after: str | None = None, limit: int = 100) -> list[QueueInfo]:
+        """The crawl's queues in key order, ``limit`` at a time, from after ``after``."""
+        return self.core.queues(after=after, limit=limit)
+
+    def set_queue(
+        self,
+        key: str,
+        *,
+        delay: float | None = _UNSET,
+        max_in_flight: int | None = _UNSET,
+        blocked_until: float = _UNSET,
+        limit: int | None = _UNSET,
+    ) -> QueueInfo:
+        """Set a queue's own ``delay``, ``max_in_flight``, ``blocked_until`` or ``limit``
+        (None: the crawl's again; leave one out to keep it), kept for a queue that has no seed
+        yet."""
+        return self.core.set_queue(key, delay=delay, max_in_flight=max_in_flight,
+                                   blocked_until=blocked_until, limit=limit)  # fmt: skip
+
+    def block_queue(self, key: str, until: float) -> QueueInfo:
+        """Pop nothing from the queue ``key`` before ``until`` (0: unblock)."""
+        return self.core.set_queue(key, blocked_until=until)
+
+    def delete_queue(self, key: str) -> int:
+        """Remove a queue with its seeds, leases, schedule and URLs; how many URLs it held."""
+        return self.core.delete_queue(key)
+
+    def url(self, url: str | bytes) -> URLStatus:
+        """Where a URL (or a fingerprint) stands in the crawl."""
+        return self.core.url(url)
+
+    def urls(
+        self,
+        *,
+        queue: str | None = None,
+        state: str | None = None,
+        contains: str | None = None,
+        after: bytes | None = None,
+        limit: int = 100,
+    ) -> list[URLStatus]:
+        """The crawl's URLs (of one ``queue``, in one ``state``, or whose URL ``contains`` a
+        string), ``limit`` at a time, in fingerprint order from after the fingerprint
+        ``after``."""
+        return self.core.urls(queue=queue, state=state, contains=contains, after=after,
+                              limit=limit)  # fmt: skip
+
+    def count(
+        self, *, queue: str | None = None, state: str | None = None, contains: str | None = None
+    ) -> int:
+        """How many URLs the crawl (or one ``queue``) knows, in a ``state``, or whose URL
+        ``contains`` a string; read from counters, without a scan, unless ``contains`` is
+        given."""
+        return self.core.count(queue=queue, state=state, contains=contains)
+
+    def purge(self, *, before: float, queue: str | None = None) -> int:
+        """Forget the URLs of the crawl (or of one queue) first admitted before ``before``,
+        finished or not, a thousand a transaction; how many."""
+        return self.core.purge(before=before, queue=queue)
 
     # -- waiting --------------------------------------------------------------------------------
 

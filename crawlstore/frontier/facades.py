@@ -15,12 +15,12 @@ import contextlib
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from ..clock import Clock
 from ..seed import PRIORITY_MAX, PRIORITY_MIN, Seed, _tag_name
 from ..seen import SeenSet
 from ..url import parse_http_url
-from .base import Frontier, StateMap
+from .base import Frontier
 from .protocol import (
     Admission,
     Backoff,
@@ -31,11 +31,13 @@ from .protocol import (
     Report,
     Reschedule,
     Retry,
-    Stats,
+    check_limit,
     check_seed,
     check_seeds,
 )
-from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from .core import CoreFrontier
 
 __all__ = [
     "AllowHosts",
@@ -55,15 +57,16 @@ __all__ = [
 _DELEGATED = [
     ("push", ("push",)),
     ("push_many", ("push", "push_many")),
-    ("pop", ("pop",)),
-    ("pop_many", ("pop", "pop_many")),
+    ("pop", ("pop", "_taken_back")),
+    ("pop_many", ("pop", "pop_many", "_taken_back")),
     ("report", ("report",)),
     ("report_many", ("report", "report_many")),
 ]
 
 
 class Facade(Frontier):
-    """A frontier that wraps ``inner`` and delegates everything it does not change.
+    """A frontier that wraps ``inner`` and delegates everything it does not change; what it
+    needs of the storage (refusals, schedules, its state) it asks the ``core`` for.
 
     The push, pop and report methods it does not change are the inner frontier's own, bound
     when the facade is made: patch an inner frontier before wrapping it, not after."""
@@ -72,6 +75,7 @@ class Facade(Frontier):
         if not isinstance(inner, Frontier):
             raise TypeError(f"a facade wraps a Frontier, not {type(inner).__name__}")
         self.inner = inner
+        self._core = inner.core
         # What this facade does not change goes straight to the inner frontier's method: a
         # chain of facades then costs no call per layer on the hot paths.
         cls = type(self)
@@ -80,47 +84,57 @@ class Facade(Frontier):
                 setattr(self, name, getattr(inner, name))
 
     @property
-    def clock(self) -> Clock:
-        return self.inner.clock
+    def core(self) -> CoreFrontier:
+        return self._core
 
     def push(self, seed: Seed) -> Admission:
         return self.inner.push(seed)
 
     def pop(self) -> Pop:
-        return self.inner.pop()
+        while True:
+            popped = self.inner.pop()
+            if not isinstance(popped, Ready) or not self._taken_back(popped):
+                return popped
+
+    def _taken_back(self, ready: Ready) -> bool:
+        """Whether this facade takes a seed the frontier inside handed out back (it reports
+        it itself), so that it is not handed on."""
+        return False
+
+    def _through(self, ready: Ready) -> list[Ready]:
+        return [r for r in self.inner._through(ready) if not self._taken_back(r)]
+
+    def pop_many(
+        self,
+        limit: int,
+        *,
+        per_queue: int | None = None,
+        queues: int | None = None,
+        queue: str | None = None,
+        lease_time: float | None = None,
+    ) -> list[Ready]:
+        """The core's batch, less what facades took back, topped up while seeds come."""
+        check_limit(limit)
+        popped: list[Ready] = []
+        with self.transaction():
+            while len(popped) < limit:
+                batch = self.core.pop_many(
+                    limit - len(popped),
+                    per_queue=per_queue,
+                    queues=queues,
+                    queue=queue,
+                    lease_time=lease_time,
+                )
+                if not batch:
+                    break
+                kept = [r for ready in batch for r in self._through(ready)]
+                popped.extend(kept)
+                if len(kept) == len(batch) or queues is not None:
+                    break
+        return popped
 
     def report(self, report: Report) -> None:
         self.inner.report(report)
-
-    def refuse(self, seed: Seed, reason: Reason) -> Admission:
-        return self.inner.refuse(seed, reason)
-
-    def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
-        self.inner.extend_lease(seed, seconds)
-
-    def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
-        self.inner.schedule(seed, at, revisit=revisit)
-
-    def pause_queue(self, seed: Seed, until: float) -> bool:
-        return self.inner.pause_queue(seed, until)
-
-    def next_revisit(self) -> float | None:
-        return self.inner.next_revisit()
-
-    def state(self, namespace: str) -> StateMap:
-        return self.inner.state(namespace)
-
-    def transaction(self) -> contextlib.AbstractContextManager[object]:
-        return self.inner.transaction()
-
-    def stats(self) -> Stats:
-        return self.inner.stats()
-
-    def snapshot(self) -> Snapshot:
-        return self.inner.snapshot()
-
-    def __len__(self) -> int:
-        return len(self.inner)
 
     def __repr__(self) -> str:
         return f"{self.inner!r}.{type(self).__name__}"
@@ -141,7 +155,7 @@ class Dedup(Facade):
         fp = seed.fingerprint
         with self.inner.transaction():
             if fp in self.seen:
-                return self.inner.refuse(seed, Reason.DUPLICATE)
+                return self.core.refuse(seed, Reason.DUPLICATE)
             admission = self.inner.push(seed)
             if admission:
                 self.seen.insert(fp)
@@ -156,15 +170,19 @@ class Dedup(Facade):
         repeats: list[int] = []
         fps: set[bytes] = set()
         with self.inner.transaction():
+            seen: list[int] = []
             for i, seed in enumerate(seeds):
                 fp = seed.fingerprint
                 if fp in fps:
                     repeats.append(i)
                 elif fp in self.seen:
-                    results[i] = self.inner.refuse(seed, Reason.DUPLICATE)
+                    seen.append(i)
                 else:
                     fps.add(fp)
                     first.append(i)
+            refused = self.core.refuse_many([Reason.DUPLICATE] * len(seen))
+            for i, admission in zip(seen, refused, strict=True):
+                results[i] = admission
             admissions = self.inner.push_many([seeds[i] for i in first])
             for i, admission in zip(first, admissions, strict=True):
                 results[i] = admission
@@ -186,7 +204,7 @@ class _Gate(Facade):
         check_seed(seed)
         reason = self.refusal(seed)
         if reason is not None:
-            return self.inner.refuse(seed, reason)
+            return self.core.refuse(seed, reason)
         return self.inner.push(seed)
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
@@ -196,10 +214,8 @@ class _Gate(Facade):
             passed = iter(
                 self.inner.push_many([s for s, r in zip(seeds, reasons, strict=True) if r is None])
             )
-            return [
-                next(passed) if r is None else self.inner.refuse(s, r)
-                for s, r in zip(seeds, reasons, strict=True)
-            ]
+            refused = iter(self.core.refuse_many([r for r in reasons if r is not None]))
+            return [next(passed) if r is None else next(refused) for r in reasons]
 
 
 class Filter(_Gate):
@@ -316,7 +332,7 @@ class RetryFacade(Facade):
             return
         delay = report.after if report.after is not None else self.policy.delay(retry)
         next_seed = seed.with_attempt(seed.attempt + 1)
-        self.inner.report(Reschedule(next_seed, self.clock() + delay, retried=True))
+        self.inner.report(Reschedule(next_seed, self.clock() + delay, retried=True, kind="retry"))
 
 
 _UNTAGGED = ""
@@ -329,7 +345,7 @@ class TagBackoff(Facade):
 
     def __init__(self, inner: Frontier) -> None:
         super().__init__(inner)
-        self.pauses = inner.state("tag_backoff")
+        self.pauses = self.core.state("tag_backoff")
 
     def report(self, report: Report) -> None:
         if not isinstance(report, Backoff):
@@ -340,20 +356,17 @@ class TagBackoff(Facade):
             if report.until > self.pauses.get(key, float("-inf")):
                 self.pauses[key] = report.until
 
-    def pop(self) -> Pop:
-        while True:
-            popped = self.inner.pop()
-            if not isinstance(popped, Ready):
-                return popped
-            key = popped.seed.tag or _UNTAGGED
-            until = self.pauses.get(key)
-            if until is None:
-                return popped
-            if until <= self.clock():
-                with contextlib.suppress(KeyError):
-                    del self.pauses[key]
-                return popped
-            self.inner.report(Reschedule(popped.seed, until))
+    def _taken_back(self, ready: Ready) -> bool:
+        key = ready.seed.tag or _UNTAGGED
+        until = self.pauses.get(key)
+        if until is None:
+            return False
+        if until <= self.clock():
+            with contextlib.suppress(KeyError):
+                del self.pauses[key]
+            return False
+        self.inner.report(Reschedule(ready.seed, until, kind="pause"))
+        return True
 
 
 class Scored(Facade):

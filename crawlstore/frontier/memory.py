@@ -1,82 +1,546 @@
-"""``InMemFrontier``: the in-memory storage, ordered FIFO, LIFO or by priority."""
+"""The memory storage (dicts and heaps) and ``InMemFrontier``, the core over it.
+
+A write unit holds the storage's lock and records how to undo each change in the calling
+flow's journal (``crawlstore.journal``): a transaction that raises leaves no trace.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import heapq
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 
 from .. import journal
 from ..clock import Clock, system_clock
-from ..errors import NotInFlight
-from ..seed import Seed
-from ..url import Fingerprint
-from .base import Frontier, StateMap
-from .protocol import (
-    ACCEPTED,
-    Admission,
-    Backoff,
-    Cancelled,
-    Empty,
-    Pop,
-    Ready,
-    Reason,
-    Report,
-    Reschedule,
-    Stats,
-    Wait,
-    check_namespace,
-    check_reason,
-    check_report,
-    check_seed,
-    check_time,
-    final_counters,
-)
-from .snapshot import ORDERS, Snapshot
+from .core import CoreFrontier
+from .policy import DEFAULTS, Defaults
+from .snapshot import Snapshot
+from .spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UrlRecord
 
-__all__ = ["InMemFrontier"]
+__all__ = ["InMemFrontier", "MemoryStorage"]
 
-# Queue entries sort by (rank, class, seq): rank is -priority for the priority order and 0
-# otherwise; class 0 holds seeds that came back (due schedules, cancellations) so they go first,
-# class 1 pushed seeds; seq is the push sequence (negated for LIFO).
-_Entry = tuple[int, int, int, Seed]
+_T = TypeVar("_T")
 
 
-class InMemFrontier(Frontier):
-    """Seeds in memory. ``fifo()`` (the default) crawls breadth first, ``lifo()`` depth first,
-    ``priority()`` highest priority first and ties in push order.
+class _Crawl:
+    """One crawl's data in memory."""
 
-    Scheduled seeds (retries, paused tags, revisits) come back when due, ahead of queued seeds of
-    the same priority. Thread-safe: one lock, which ``transaction()`` holds. A transaction is
-    all or nothing: an exception inside undoes every change it made (``crawlstore.journal``).
-    """
+    def __init__(self, record: CrawlRecord) -> None:
+        self.record = record
+        self.totals: Counter[str] = Counter()
+        self.seq = 0
+        self.queues: dict[str, QueueRecord] = {}
+        self.index: list[tuple[float, int, str]] = []  # (event, seq, key); stale ones skipped
+        self.indexed: dict[str, tuple[float, int]] = {}
+        self.pending: dict[str, list[tuple[tuple[int, int, int], bytes]]] = {}
+        self.unqueued: dict[str, set[tuple[int, int, int]]] = {}
+        self.schedules: dict[str, list[tuple[tuple[float, int], bytes]]] = {}
+        self.unscheduled: dict[str, set[tuple[float, int]]] = {}
+        self.leases: dict[bytes, LeaseRecord] = {}
+        self.expiries: dict[str, list[tuple[float, bytes]]] = {}
+        self.urls: dict[bytes, UrlRecord] = {}
+        self.queue_urls: dict[str, set[bytes]] = {}
+        self.states: dict[str, _MemState] = {}
 
-    def __init__(self, order: str = "fifo", *, clock: Clock = system_clock) -> None:
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {ORDERS}: {order!r}")
-        self._order = order
-        self._clock = clock
+
+class _Reader:
+    def __init__(self, storage: MemoryStorage) -> None:
+        self._storage = storage
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        return self._storage.view(operation)
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryStorage:
+    """Every crawl's data in this process, behind one lock. Thread-safe; a transaction holds
+    the lock for its length, and an exception inside it undoes all it changed."""
+
+    capabilities = Capabilities(persistent=False, atomic_views=True, durability="memory",
+                                shared=False)  # fmt: skip
+
+    def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._owner: journal.Owner | None = None  # the flow inside ``transaction()``
-        self._seq = 0
-        self._queue: list[_Entry] = []
-        self._dropped: set[int] = set()  # sequences of queue entries a rollback took back
-        self._in_flight: dict[Fingerprint, list[Seed]] = {}
-        self._in_flight_count = 0
-        # fingerprint -> (due, seq, seed, is a revisit); heaps of (due, seq, fingerprint) over
-        # every schedule and over revisits only, whose stale entries are skipped when reached
-        self._scheduled: dict[Fingerprint, tuple[float, int, Seed, bool]] = {}
-        self._due: list[tuple[float, int, Fingerprint]] = []
-        self._revisit_due: list[tuple[float, int, Fingerprint]] = []
-        self._revisits = 0
-        self._counters: Counter[str] = Counter()
-        self._refused: Counter[str] = Counter()
-        self._states: dict[str, _MemState] = {}
+        self._owner: journal.Owner | None = None
+        self._journal: journal.Journal | None = None
+        self._crawls: dict[str, _Crawl] = {}
+        self._defaults = DEFAULTS
+
+    # -- units ----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        """One atomic unit: joins the calling flow's open one; other threads wait; another
+        task of this thread gets ``TransactionBusy``."""
+        if journal.check_owner(self._owner, self):
+            yield  # joined: the outer unit commits or rolls back
+            return
+        with self._lock:
+            self._owner = journal.owner()
+            opened = journal.begin()
+            #: Where this unit's undos go: its own journal, or the one it joined (read once:
+            #: only this flow writes while the lock is held).
+            self._journal = journal.current()
+            try:
+                yield
+            except BaseException:
+                journal.end(opened, commit=False)
+                raise
+            else:
+                journal.end(opened, commit=True)
+            finally:
+                self._owner = None
+                self._journal = None
+
+    transaction = write
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` as one write unit."""
+        with self.write():
+            return operation()
+
+    def reader(self) -> _Reader:
+        """Reads across calls (an export's): each ``run`` is one consistent read; writes may
+        come between two of them."""
+        return _Reader(self)
+
+    def view(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` as one consistent read."""
+        with self._lock:
+            return operation()
+
+    def _undo(self, undo: Any) -> None:
+        txn = self._journal
+        if txn is not None:
+            txn.undo(undo)
+
+    def __repr__(self) -> str:
+        return "MemoryStorage()"
+
+    # -- crawls ---------------------------------------------------------------------------------
+
+    def defaults(self) -> Defaults:
+        return self._defaults
+
+    def save_defaults(self, defaults: Defaults) -> None:
+        old, self._defaults = self._defaults, defaults
+        self._undo(lambda: setattr(self, "_defaults", old))
+
+    def crawl(self, name: str) -> CrawlRecord | None:
+        data = self._crawls.get(name)
+        if data is None:
+            return None
+        record = data.record
+        return CrawlRecord(record.name, record.policy, record.created, data,
+                           settled=record.settled)  # fmt: skip
+
+    def save_crawl(self, crawl: CrawlRecord) -> None:
+        data = self._crawls.get(crawl.name)
+        if data is None:
+            data = self._crawls[crawl.name] = _Crawl(
+                CrawlRecord(crawl.name, crawl.policy, crawl.created, settled=crawl.settled)
+            )
+            self._undo(lambda: self._crawls.pop(crawl.name, None))
+        else:
+            old = data.record
+            data.record = CrawlRecord(old.name, crawl.policy, crawl.created, settled=crawl.settled)
+            self._undo(lambda: setattr(data, "record", old))
+        crawl.ref = data
+
+    def crawls(self) -> list[str]:
+        return sorted(self._crawls)
+
+    def delete_crawl(self, crawl: CrawlRecord) -> int:
+        data: _Crawl = crawl.ref
+        removed = len(data.urls)
+        del self._crawls[crawl.name]
+        self._undo(lambda: self._crawls.__setitem__(crawl.name, data))
+        return removed
+
+    def totals(self, crawl: CrawlRecord) -> dict[str, int]:
+        return dict(crawl.ref.totals)
+
+    def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
+        totals = crawl.ref.totals
+        for name, n in deltas.items():
+            totals[name] += n
+        self._undo(lambda: totals.subtract(deltas))
+
+    def next_seq(self, crawl: CrawlRecord) -> int:
+        data: _Crawl = crawl.ref
+        data.seq += 1
+        return data.seq  # never undone: sequences only need to grow
+
+    def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
+        data: _Crawl = crawl.ref
+        data.seq = max(data.seq, at_least)
+
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
+        data: _Crawl = crawl.ref
+        for namespace, state in sorted(data.states.items()):
+            for key in sorted(state):
+                yield namespace, key, state[key]
+
+    def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
+        data: _Crawl = crawl.ref
+        state = data.states.get(namespace)
+        if state is None:
+            state = data.states[namespace] = _MemState(self)
+        return state
+
+    # -- queues ---------------------------------------------------------------------------------
+
+    def queue(self, crawl: CrawlRecord, key: str) -> QueueRecord | None:
+        q = crawl.ref.queues.get(key)
+        return q.copy() if q is not None else None
+
+    def save_queue(
+        self, crawl: CrawlRecord, queue: QueueRecord, event: float | None, rotate: bool = False
+    ) -> None:
+        data: _Crawl = crawl.ref
+        key = queue.key
+        old, placed = data.queues.get(key), data.indexed.get(key)
+        if event is None:
+            data.indexed.pop(key, None)
+        elif placed is None or placed[0] != event or rotate:
+            data.seq += 1
+            data.indexed[key] = (event, data.seq)
+            heapq.heappush(data.index, (event, data.seq, key))
+        queue.event = event
+        data.queues[key] = queue.copy()
+
+        def undo() -> None:
+            if old is None:
+                data.queues.pop(key, None)
+            else:
+                data.queues[key] = old
+            if placed is None:
+                data.indexed.pop(key, None)
+            else:
+                data.indexed[key] = placed
+                heapq.heappush(data.index, (*placed, key))  # a copy of a live entry is harmless
+
+        self._undo(undo)
+
+    def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
+        keys = sorted(k for k in crawl.ref.queues if after is None or k > after)[:limit]
+        return [crawl.ref.queues[k].copy() for k in keys]
+
+    def queue_count(self, crawl: CrawlRecord) -> int:
+        return len(crawl.ref.queues)
+
+    def _index_head(self, data: _Crawl) -> tuple[float, int, str] | None:
+        index = data.index
+        while index:
+            event, seq, key = index[0]
+            if data.indexed.get(key) == (event, seq):
+                return index[0]
+            heapq.heappop(index)  # stale
+        return None
+
+    def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
+        data: _Crawl = crawl.ref
+        index = data.index
+        taken: list[tuple[float, int, str]] = []
+        while index and len(taken) < limit and index[0][0] <= now:
+            entry = heapq.heappop(index)
+            if data.indexed.get(entry[2]) == entry[:2] and entry not in taken:
+                taken.append(entry)  # stale ones are dropped on the way
+        for entry in taken:
+            heapq.heappush(index, entry)
+        return [data.queues[key].copy() for _, _, key in taken]
+
+    def next_event(self, crawl: CrawlRecord) -> float | None:
+        head = self._index_head(crawl.ref)
+        return head[0] if head is not None else None
+
+    def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
+        data: _Crawl = crawl.ref
+        key = queue.key
+        saved = {name: getattr(data, name).get(key) for name in
+                 ("queues", "pending", "unqueued", "schedules", "unscheduled", "expiries",
+                  "queue_urls")}  # fmt: skip
+        fps = saved["queue_urls"] or set()
+        urls = {fp: data.urls[fp] for fp in fps if fp in data.urls}
+        leases = {t: lease for t, lease in data.leases.items() if lease.queue == key}
+        indexed = data.indexed.pop(key, None)
+        for name in saved:
+            getattr(data, name).pop(key, None)
+        for fp in urls:
+            del data.urls[fp]
+        for token in leases:
+            del data.leases[token]
+
+        def undo() -> None:
+            for name, value in saved.items():
+                if value is not None:
+                    getattr(data, name)[key] = value
+            data.urls.update(urls)
+            data.leases.update(leases)
+            if indexed is not None:
+                data.indexed[key] = indexed
+                heapq.heappush(data.index, (*indexed, key))
+
+        self._undo(undo)
+        return len(urls)
+
+    # -- a queue's entries, leases and schedule -------------------------------------------------
+
+    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
+                fp: bytes) -> None:  # fmt: skip
+        heap = crawl.ref.pending.setdefault(queue.key, [])
+        order = tuple(order)  # type: ignore[assignment]
+        heapq.heappush(heap, (order, fp))
+        self._undo(lambda: crawl.ref.unqueued.setdefault(queue.key, set()).add(order))
+
+    def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
+        data: _Crawl = crawl.ref
+        heap = data.pending.get(queue.key, [])
+        out = self._pop_live(heap, data.unqueued.get(queue.key), lambda out: len(out) < n)
+        return [fp for _, fp in out]
+
+    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
+        order = tuple(order)  # type: ignore[assignment]
+        gone = crawl.ref.unqueued.setdefault(queue.key, set())
+        gone.add(order)
+        self._undo(lambda: gone.discard(order))
+
+    def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
+        data: _Crawl = crawl.ref
+        data.seq += 1
+        lease.token = data.seq.to_bytes(8, "big") + os.urandom(4)  # never another storage's
+        data.leases[lease.token] = lease
+        heapq.heappush(data.expiries.setdefault(queue.key, []), (lease.expires, lease.token))
+        self._undo(lambda: data.leases.pop(lease.token, None))
+
+    def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
+        lease = crawl.ref.leases.get(token)
+        if lease is None:
+            return None
+        return LeaseRecord(lease.token, lease.fp, lease.queue, lease.expires, lease.owner)
+
+    def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None:
+        stored = crawl.ref.leases[lease.token]
+        old = stored.expires
+        stored.expires = lease.expires = expires
+        heapq.heappush(crawl.ref.expiries.setdefault(lease.queue, []), (expires, lease.token))
+        self._undo(lambda: setattr(stored, "expires", old))
+
+    def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
+        stored = crawl.ref.leases.pop(lease.token)
+        self._undo(lambda: crawl.ref.leases.__setitem__(lease.token, stored))
+
+    def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
+        data: _Crawl = crawl.ref
+        heap = data.expiries.get(queue.key, [])
+        popped, out = [], []
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            popped.append(entry)
+            lease = data.leases.get(entry[1])
+            if lease is not None and lease.expires == entry[0]:
+                out.append(LeaseRecord(lease.token, lease.fp, lease.queue, lease.expires,
+                                       lease.owner))  # fmt: skip
+        if popped:
+            self._undo(lambda: _push_all(heap, popped))
+        return out
+
+    def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
+        data: _Crawl = crawl.ref
+        heap = data.expiries.get(queue.key, [])
+        while heap:
+            expires, token = heap[0]
+            lease = data.leases.get(token)
+            if lease is not None and lease.expires == expires:
+                return expires
+            heapq.heappop(heap)  # ended or extended: never needed again (undo re-adds it)
+        return None
+
+    def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
+        for token in list(crawl.ref.leases):
+            lease = self.get_lease(crawl, token)
+            if lease is not None:
+                yield lease
+
+    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
+                 fp: bytes) -> None:  # fmt: skip
+        when = tuple(when)  # type: ignore[assignment]
+        heap = crawl.ref.schedules.setdefault(queue.key, [])
+        heapq.heappush(heap, (when, fp))
+        self._undo(lambda: crawl.ref.unscheduled.setdefault(queue.key, set()).add(when))
+
+    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]) -> None:
+        when = tuple(when)  # type: ignore[assignment]
+        gone = crawl.ref.unscheduled.setdefault(queue.key, set())
+        gone.add(when)
+        self._undo(lambda: gone.discard(when))
+
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
+        data: _Crawl = crawl.ref
+        heap = data.schedules.get(queue.key, [])
+        gone = data.unscheduled.get(queue.key)
+        return self._pop_live(heap, gone, lambda out: heap[0][0][0] <= now)
+
+    def _pop_live(
+        self, heap: list[Any], gone: set[Any] | None, more: Callable[[list[Any]], bool]
+    ) -> list[Any]:
+        """Pop a heap's live entries (those not in ``gone``, dropped lazily) while ``more``."""
+        out: list[Any] = []
+        while heap and more(out):
+            entry = heapq.heappop(heap)
+            if gone and entry[0] in gone:
+                gone.discard(entry[0])
+                continue
+            out.append(entry)
+        if out:
+            self._undo(lambda: _push_all(heap, out))
+        return out
+
+    def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
+        data: _Crawl = crawl.ref
+        heap = data.schedules.get(queue.key, [])
+        gone = data.unscheduled.get(queue.key)
+        while heap and gone and heap[0][0] in gone:
+            gone.discard(heapq.heappop(heap)[0])
+        return heap[0][0][0] if heap else None
+
+    # -- URLs -----------------------------------------------------------------------------------
+
+    def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
+        url = crawl.ref.urls.get(fp)
+        return url.copy() if url is not None else None
+
+    def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
+        data: _Crawl = crawl.ref
+        old = data.urls.get(url.fp)
+        data.urls[url.fp] = url.copy()
+        members = data.queue_urls.setdefault(url.queue, set())
+        if old is not None and old.queue != url.queue:
+            data.queue_urls.get(old.queue, set()).discard(url.fp)
+        added = url.fp not in members
+        members.add(url.fp)
+
+        def undo() -> None:
+            if old is None:
+                data.urls.pop(url.fp, None)
+            else:
+                data.urls[url.fp] = old
+                data.queue_urls.setdefault(old.queue, set()).add(url.fp)
+            if added and (old is None or old.queue != url.queue):
+                members.discard(url.fp)
+
+        self._undo(undo)
+
+    def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
+        data: _Crawl = crawl.ref
+        old = data.urls.pop(url.fp, None)
+        data.queue_urls.get(url.queue, set()).discard(url.fp)
+
+        def undo() -> None:
+            if old is not None:
+                data.urls[url.fp] = old
+                data.queue_urls.setdefault(old.queue, set()).add(url.fp)
+
+        self._undo(undo)
+
+    def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
+             limit: int) -> list[UrlRecord]:  # fmt: skip
+        data: _Crawl = crawl.ref
+        fps = data.queue_urls.get(queue.key, set()) if queue is not None else data.urls.keys()
+        chosen = heapq.nsmallest(limit, (fp for fp in fps if after is None or fp > after))
+        return [data.urls[fp].copy() for fp in chosen]
+
+    def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
+        data: _Crawl = crawl.ref
+        fps = data.queue_urls.get(queue.key, set()) if queue is not None else data.urls.keys()
+        for fp in sorted(fps):
+            url = data.urls.get(fp)
+            if url is not None:
+                yield url.copy()
+
+
+def _push_all(heap: list[Any], entries: list[Any]) -> None:
+    for entry in entries:
+        heapq.heappush(heap, entry)
+
+
+class _MemState(MutableMapping[str, Any]):
+    """A facade's state in memory: values kept as msgpack, as a store keeps them (each read is
+    a copy, and what cannot be stored is refused at the write); changes are undone with the
+    unit they were made in."""
+
+    def __init__(self, storage: MemoryStorage) -> None:
+        self._storage = storage
+        self._map: dict[str, bytes] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        return msgpack.unpackb(self._map[key], raw=False, strict_map_key=False)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"a state key is a str, not {type(key).__name__}: {key!r:.100}")
+        try:
+            packed = msgpack.packb(value, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError(f"state values are msgpack-able: {value!r:.100} ({exc})") from None
+        self._restore_later(key)
+        self._map[key] = packed
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self._map:
+            raise KeyError(key)
+        self._restore_later(key)
+        del self._map[key]
+
+    def _restore_later(self, key: str) -> None:
+        old = self._map.get(key)
+        self._storage._undo(
+            lambda: self._map.pop(key, None) if old is None else self._map.__setitem__(key, old)
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._map))
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+
+class InMemFrontier(CoreFrontier):
+    """The frontier core over a memory storage of its own: ``priority()`` (the default: highest
+    priority first, ties in push order, so a crawl that sets no priorities is breadth first),
+    ``fifo()``, ``lifo()`` (depth first). Queues, politeness, leases and their expiry work as
+    on a store; nothing survives the process. Thread-safe."""
+
+    def __init__(
+        self,
+        order: str = "priority",
+        *,
+        clock: Clock = system_clock,
+        queues: str = "single",
+        delay: float = 0.0,
+        max_in_flight: Any = "auto",
+        lease_time: float = 600.0,
+        reap_interval: float = 10.0,
+    ) -> None:
+        super().__init__(
+            MemoryStorage(),
+            crawl="default",
+            clock=clock,
+            order=order,
+            queues=queues,
+            delay=delay,
+            max_in_flight=max_in_flight,
+            lease_time=lease_time,
+            reap_interval=reap_interval,
+        )
 
     @classmethod
     def fifo(cls, *, clock: Clock = system_clock) -> InMemFrontier:
@@ -97,285 +561,12 @@ class InMemFrontier(Frontier):
         entries = [*snapshot.in_flight, *snapshot.queued]
         if snapshot.order == "lifo":
             entries.reverse()
-        for seed in entries:
-            frontier._enqueue(seed, 1)
+        frontier.push_many(entries)
         for at, seed in snapshot.scheduled:
-            frontier.schedule(seed, at)
+            frontier.schedule(seed, at, kind="retry")
         for at, seed in snapshot.revisits:
-            frontier.schedule(seed, at, revisit=True)
+            frontier.schedule(seed, at, kind="revisit")
         return frontier
 
     def __repr__(self) -> str:
-        return f"InMemFrontier({self._order!r})"
-
-    @property
-    def order(self) -> str:
-        return self._order
-
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    # -- changes, each undone when the transaction it belongs to rolls back ---------------------
-
-    def _write(self) -> threading.RLock:
-        """The lock, for a change: refused (``TransactionBusy``) while another asyncio task of
-        this thread is inside a transaction here."""
-        journal.check_owner(self._owner, self)
-        return self._lock
-
-    @staticmethod
-    def _undo(undo: Callable[[], object]) -> None:
-        txn = journal.current()
-        if txn is not None:
-            txn.undo(undo)
-
-    def _count(self, counter: Counter[str], name: str) -> None:
-        counter[name] += 1
-        self._undo(lambda: _uncount(counter, name))
-
-    def _enqueue(self, seed: Seed, cls: int) -> None:
-        self._seq += 1
-        rank = -seed.priority if self._order == "priority" else 0
-        seq = -self._seq if self._order == "lifo" and cls == 1 else self._seq
-        heapq.heappush(self._queue, (rank, cls, seq, seed))
-        self._undo(lambda: self._dropped.add(seq))  # taken out when it reaches the top
-
-    def _lease(self, seed: Seed) -> None:
-        leased = self._in_flight.setdefault(seed.fingerprint, [])
-        leased.append(seed)
-        self._in_flight_count += 1
-        index = len(leased) - 1
-        self._undo(lambda: self._unlease(seed.fingerprint, index))
-
-    def _unlease(self, fp: Fingerprint, index: int) -> Seed:
-        leased = self._in_flight[fp]
-        seed = leased.pop(index)
-        if not leased:
-            del self._in_flight[fp]
-        self._in_flight_count -= 1
-        return seed
-
-    def _end_lease(self, seed: Seed) -> None:
-        fp = seed.fingerprint
-        if not self._in_flight.get(fp):
-            raise NotInFlight(f"seed is not in flight: {seed!r}")
-        ended = self._unlease(fp, 0)
-        self._undo(lambda: self._relise(ended))
-
-    def _relise(self, seed: Seed) -> None:
-        self._in_flight.setdefault(seed.fingerprint, []).insert(0, seed)
-        self._in_flight_count += 1
-
-    def _set_schedule(self, fp: Fingerprint, entry: tuple[float, int, Seed, bool] | None) -> None:
-        """Replace (or with None remove) the schedule of ``fp``; its heap entries go in here."""
-        old = self._scheduled.pop(fp, None)
-        self._revisits -= old[3] if old is not None else False
-        if entry is not None:
-            self._scheduled[fp] = entry
-            self._revisits += entry[3]
-            at, seq, _, revisit = entry
-            heapq.heappush(self._due, (at, seq, fp))  # a stale entry is skipped when reached
-            if revisit:
-                heapq.heappush(self._revisit_due, (at, seq, fp))
-        self._undo(lambda: self._set_schedule(fp, old))
-
-    # -- the protocol ---------------------------------------------------------------------------
-
-    def push(self, seed: Seed) -> Admission:
-        check_seed(seed)
-        with self._write():
-            self._enqueue(seed, 1)
-            self._count(self._counters, "admitted")
-            return ACCEPTED
-
-    def refuse(self, seed: Seed, reason: Reason) -> Admission:
-        check_reason(reason)
-        with self._write():
-            self._count(self._refused, reason.value)
-        return Admission(reason)
-
-    def schedule(self, seed: Seed, at: float, *, revisit: bool = False) -> None:
-        check_seed(seed)
-        check_time("at", at)
-        with self._write():
-            self._seq += 1
-            self._set_schedule(seed.fingerprint, (at, self._seq, seed, revisit))
-
-    def _first(
-        self, heap: list[tuple[float, int, Fingerprint]]
-    ) -> tuple[float, int, Fingerprint] | None:
-        """The earliest live entry of a schedule heap; stale entries are dropped on the way."""
-        while heap:
-            _, seq, fp = heap[0]
-            live = self._scheduled.get(fp)
-            if live is not None and live[1] == seq:
-                return heap[0]
-            heapq.heappop(heap)
-        return None
-
-    def next_revisit(self) -> float | None:
-        with self._lock:
-            first = self._first(self._revisit_due)
-            return first[0] if first is not None else None
-
-    def pop(self) -> Pop:
-        with self._write():
-            now = self._clock()
-            while (due := self._first(self._due)) is not None and due[0] <= now:
-                seed = self._scheduled[due[2]][2]
-                self._set_schedule(due[2], None)
-                self._enqueue(seed, 0)
-            queue, dropped = self._queue, self._dropped
-            while dropped and queue and queue[0][2] in dropped:
-                dropped.discard(heapq.heappop(queue)[2])
-            if queue:
-                entry = heapq.heappop(queue)
-                self._undo(lambda: heapq.heappush(self._queue, entry))
-                self._lease(entry[3])
-                self._count(self._counters, "popped")
-                return Ready(entry[3])
-            if due is not None and len(self._scheduled) > self._revisits:
-                return Wait(due[0])  # retries or parked seeds: work to wait for
-            return Empty  # nothing, or only revisits: revisit() waits for those
-
-    def extend_lease(self, seed: Seed, seconds: float | None = None) -> None:
-        """In memory, leases never expire: only checks that ``seed`` is in flight."""
-        check_seed(seed)
-        if seconds is not None:
-            check_time("seconds", seconds, minimum=0)
-        with self._lock:
-            if not self._in_flight.get(seed.fingerprint):
-                raise NotInFlight(f"seed is not in flight: {seed!r}")
-
-    def report(self, report: Report) -> None:
-        check_report(report)
-        with self._write():
-            if isinstance(report, Backoff):
-                return  # pauses need tag_backoff()
-            self._end_lease(report.seed)
-            if isinstance(report, Cancelled):
-                self._enqueue(report.seed, 0)
-                self._count(self._counters, "cancelled")
-            elif isinstance(report, Reschedule):
-                self.schedule(report.seed, report.at)
-                if report.retried:
-                    self._count(self._counters, "retried")
-            else:
-                # Without retry() a Retry is refused: the seed fails.
-                for name in final_counters(report):
-                    self._count(self._counters, name)
-
-    def state(self, namespace: str) -> StateMap:
-        check_namespace(namespace)
-        with self._lock:
-            state = self._states.get(namespace)
-            if state is None:
-                state = self._states[namespace] = _MemState(self)
-            return state
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """All or nothing: an exception inside undoes every change made here (and to the other
-        in-memory structures it touched); nested use joins. Other threads wait for it."""
-        if journal.check_owner(self._owner, self):
-            yield  # nested: the outer transaction commits or rolls back
-            return
-        with self._lock:
-            self._owner = journal.owner()
-            opened = journal.begin()
-            try:
-                yield
-            except BaseException:
-                journal.end(opened, commit=False)
-                raise
-            else:
-                journal.end(opened, commit=True)
-            finally:
-                self._owner = None
-
-    def stats(self) -> Stats:
-        with self._lock:
-            c = self._counters
-            return Stats(
-                admitted=c["admitted"],
-                refused=dict(self._refused),
-                popped=c["popped"],
-                done=c["done"],
-                failed=c["failed"],
-                retried=c["retried"],
-                skipped=c["skipped"],
-                cancelled=c["cancelled"],
-                unchanged=c["unchanged"],
-                queued=len(self._queue) - len(self._dropped),
-                in_flight=self._in_flight_count,
-                scheduled=len(self._scheduled),
-            )
-
-    def snapshot(self) -> Snapshot:
-        with self._lock:
-            return Snapshot(
-                self._order,
-                queued=tuple(e[3] for e in sorted(self._queue) if e[2] not in self._dropped),
-                in_flight=tuple(s for leased in self._in_flight.values() for s in leased),
-                scheduled=tuple(
-                    (at, seed) for at, _, seed, r in sorted(self._scheduled.values()) if not r
-                ),
-                revisits=tuple(
-                    (at, seed) for at, _, seed, r in sorted(self._scheduled.values()) if r
-                ),
-            )
-
-    def __len__(self) -> int:
-        with self._lock:
-            queued = len(self._queue) - len(self._dropped)
-            return queued + self._in_flight_count + len(self._scheduled)
-
-
-def _uncount(counter: Counter[str], name: str) -> None:
-    counter[name] -= 1
-    if not counter[name]:
-        del counter[name]
-
-
-class _MemState(MutableMapping[str, Any]):
-    """A facade's state in memory: values kept as msgpack, as the store keeps them (each read
-    is a copy, and what cannot be stored is refused at the write); changes join the frontier's
-    transactions."""
-
-    def __init__(self, frontier: InMemFrontier) -> None:
-        self._frontier = frontier
-        self._map: dict[str, bytes] = {}
-
-    def __getitem__(self, key: str) -> Any:
-        return msgpack.unpackb(self._map[key], raw=False, strict_map_key=False)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if not isinstance(key, str):
-            raise TypeError(f"a state key is a str, not {type(key).__name__}: {key!r:.100}")
-        try:
-            packed = msgpack.packb(value, use_bin_type=True)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise TypeError(f"state values are msgpack-able: {value!r:.100} ({exc})") from None
-        with self._frontier._write():
-            self._restore_later(key)
-            self._map[key] = packed
-
-    def __delitem__(self, key: str) -> None:
-        with self._frontier._write():
-            if key not in self._map:
-                raise KeyError(key)
-            self._restore_later(key)
-            del self._map[key]
-
-    def _restore_later(self, key: str) -> None:
-        old = self._map.get(key)
-        self._frontier._undo(
-            lambda: self._map.pop(key, None) if old is None else self._map.__setitem__(key, old)
-        )
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._map))
-
-    def __len__(self) -> int:
-        return len(self._map)
+        return f"InMemFrontier({self.order!r})"

@@ -6,9 +6,11 @@ import enum
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import InvalidArgument
-from ..seed import Seed, Tag
+from ..seed import Lease, Seed, Tag
+from ..url import Fingerprint
 
 __all__ = [
     "Admission",
@@ -17,7 +19,10 @@ __all__ = [
     "Done",
     "Empty",
     "Failed",
+    "LastOutcome",
+    "Lease",
     "Pop",
+    "QueueInfo",
     "Ready",
     "Reason",
     "Report",
@@ -25,6 +30,7 @@ __all__ = [
     "Retry",
     "Skipped",
     "Stats",
+    "URLStatus",
     "Wait",
 ]
 
@@ -58,9 +64,11 @@ ACCEPTED = Admission()
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """A seed handed out: it is in flight until reported."""
+    """A seed handed out: it is in flight until reported, or until its ``lease`` expires (then
+    it goes back to its queue). ``seed.lease`` is the same lease: report the seed itself."""
 
     seed: Seed
+    lease: Lease | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +103,18 @@ class Done:
     seed: Seed
     unchanged: bool | None = None
     content_hash: str | None = None
+    #: The response's status code, kept as the URL's last outcome.
+    status: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """Failed for good: not tried again."""
+    """Failed for good: not tried again. ``reason`` (and ``status``) are kept as the URL's last
+    outcome: which URLs failed, and why."""
 
     seed: Seed
+    reason: str | None = None
+    status: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +122,7 @@ class Skipped:
     """Deliberately not crawled (robots.txt, an aborted tag, a trap)."""
 
     seed: Seed
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,14 +160,14 @@ class Backoff:
 
 @dataclass(frozen=True, slots=True)
 class Reschedule:
-    """End the seed's lease and schedule it (as given) at ``at``: what facades turn reports into.
-
-    ``retried`` counts it as a retry in the statistics.
-    """
+    """End the seed's lease and schedule it (as given) at ``at``: what facades turn reports
+    into (not a report for users). ``retried`` counts it as a retry; ``kind`` is what the URL's
+    status says it waits for ("retry" or "pause")."""
 
     seed: Seed
     at: float
     retried: bool = False
+    kind: str = "retry"
 
     def __post_init__(self) -> None:
         check_time("Reschedule.at", self.at)
@@ -260,3 +274,53 @@ class Stats:
     def pushed(self) -> int:
         """Every seed offered: admitted plus refused."""
         return self.admitted + sum(self.refused.values())
+
+
+@dataclass(frozen=True, slots=True)
+class LastOutcome:
+    """How a URL's last visit ended: when, as what (done, failed, skipped), with which status
+    code or reason."""
+
+    at: float
+    state: str
+    status: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class URLStatus:
+    """Where a URL of a crawl stands. ``state``: "queued", "in_flight" (until ``at``),
+    "scheduled" (at ``at``, for a ``kind``: "retry", "pause" or "revisit"), "done", "failed",
+    "skipped", or "unknown"."""
+
+    url: str
+    fingerprint: Fingerprint
+    state: str
+    queue: str | None = None
+    at: float | None = None
+    kind: str | None = None
+    created: float | None = None
+    outcome: LastOutcome | None = None
+    seed: Seed | None = None
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        return self.seed.meta if self.seed is not None else {}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A queue: what it holds, its counters, its own settings (None: the crawl's), and when it
+    was created and last handed out a seed."""
+
+    key: str
+    queued: int
+    in_flight: int
+    scheduled: int
+    last_pop: float
+    blocked_until: float
+    delay: float | None
+    max_in_flight: int | None
+    limit: int | None = None
+    created: float = 0.0
+    counts: Mapping[str, int] = field(default_factory=dict)

@@ -34,7 +34,7 @@ class Revisits(Facade):
         super().__init__(inner)
         self.intervals = intervals
         self.adapt = adapt
-        self.pages = inner.state("revisit") if adapt is not None else None
+        self.pages = self.core.state("revisit") if adapt is not None else None
 
     def interval_of(self, seed: Seed, report: Report) -> float | None:
         """Seconds until ``seed`` is crawled again after ``report``; None: not again. With
@@ -67,12 +67,12 @@ class Revisits(Facade):
                 self.inner.report(report)
                 return
             self.inner.report(report)
-            self.inner.schedule(report.seed.with_attempt(1), self.clock() + interval, revisit=True)
+            self.core.schedule(report.seed.with_attempt(1), self.clock() + interval, kind="revisit")
 
     def pop(self) -> Pop:
         popped = self.inner.pop()
         if popped is Empty:
-            due = self.inner.next_revisit()
+            due = self.core.next_revisit()
             if due is not None:
                 return Wait(due)
         return popped

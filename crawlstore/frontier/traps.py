@@ -21,7 +21,7 @@ from ..seed import Seed
 from ..seen import bloom_positions, bloom_size
 from .base import Frontier
 from .facades import Facade
-from .protocol import Admission, Pop, Ready, Reason, Skipped, check_seed, check_seeds
+from .protocol import Admission, Ready, Reason, Skipped, check_seed, check_seeds
 
 __all__ = ["AvoidTraps", "BlockedPrefix", "TrapPolicy", "is_opaque", "url_shape"]
 
@@ -147,7 +147,7 @@ class AvoidTraps(Facade):
         super().__init__(inner)
         self.policy = policy or TrapPolicy()
         self._limits = self.policy.limits()
-        self._traps = inner.state(_NAMESPACE)
+        self._traps = self.core.state(_NAMESPACE)
         self._logged: set[str] = set()
 
     # -- admission ------------------------------------------------------------------------------
@@ -213,24 +213,21 @@ class AvoidTraps(Facade):
                     return self.inner.push(seed)
                 self._block(shape.prefix, reason, urls + 1)
             self._refused(shape.prefix)
-            return self.inner.refuse(seed, Reason.TRAP)
+            return self.core.refuse(seed, Reason.TRAP)
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         batch = check_seeds(seeds)
         with self.inner.transaction():
             return [self.push(seed) for seed in batch]
 
-    def pop(self) -> Pop:
-        while True:
-            popped = self.inner.pop()
-            if not isinstance(popped, Ready):
-                return popped
-            prefix = url_shape(popped.seed.url).prefix
-            if f"{prefix}\x00b" not in self._traps:
-                return popped
-            with self.inner.transaction():
-                self.inner.report(Skipped(popped.seed))
-                self._refused(prefix)
+    def _taken_back(self, ready: Ready) -> bool:
+        prefix = url_shape(ready.seed.url).prefix
+        if f"{prefix}\x00b" not in self._traps:
+            return False
+        with self.inner.transaction():
+            self.inner.report(Skipped(ready.seed, reason="trap"))
+            self._refused(prefix)
+        return True
 
     # -- inspection -----------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, overload
@@ -14,13 +14,15 @@ import lmdb
 
 from ..clock import Clock, system_clock
 from ..errors import InvalidArgument, StoreError
-from ..frontier.protocol import check_time
-from ..frontier.snapshot import ORDERS
-from . import keys
+from ..frontier.core import set_defaults
+from ..frontier.policy import Defaults
+from ..frontier.protocol import QueueInfo, check_time
 from .backup import copy_compacted
-from .engine import DATABASES, FORMAT_VERSION, Durability, Engine, WriteContext, unpack
-from .frontier import QueueInfo, QueueKey, StoreFrontier
+from .engine import DATABASES, FORMAT_VERSION, Durability, Engine
+from .exchange import export_store, load_store
+from .frontier import StoreFrontier
 from .seen import StoreBloomSeen, StoreSeen
+from .storage import LmdbStorage
 from .validators import StoreValidators
 from .verify import verify
 
@@ -36,6 +38,7 @@ __all__ = [
     "verify",
 ]
 
+_UNSET: Any = object()
 _DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
 #: The longest crawl name, in UTF-8 bytes (names are keys).
 MAX_CRAWL_NAME = 200
@@ -50,6 +53,7 @@ class Store:
 
     def __init__(self, engine: Engine, clock: Clock) -> None:
         self._engine = engine
+        self._storage = LmdbStorage(engine)
         self.clock = clock
         self._closed = False
 
@@ -114,53 +118,59 @@ class Store:
 
     # -- crawls ---------------------------------------------------------------------------------
 
-    def _crawl(
-        self, name: str, order: str | None = None, *, frontier: bool = False
-    ) -> tuple[int, dict[str, Any]]:
-        """The crawl's id and record, created when missing. A frontier fixes the crawl's order
-        (``order``, or priority) the first time; a different order later is an error."""
+    @staticmethod
+    def _check_name(name: object) -> str:
         if not isinstance(name, str) or not 0 < len(name.encode("utf-8")) <= MAX_CRAWL_NAME:
             raise InvalidArgument(
                 f"a crawl name is a str of 1 to {MAX_CRAWL_NAME} bytes: {name!r:.100}"
             )
-        if order is not None and order not in ORDERS:
-            raise ValueError(f"order must be one of {ORDERS}: {order!r}")
-        key = name.encode("utf-8")
+        return name
 
-        def ensure(ctx: WriteContext) -> dict[str, Any]:
-            record = ctx.record("crawls", key)
-            if record is None:
-                ids = ctx.record("meta", b"crawl_ids", lambda: 0) + 1
-                ctx.put_record("meta", b"crawl_ids", ids)
-                record = {"id": ids, "order": None, "created": time.time(), "queues": 0}
-                ctx.put_record("crawls", key, record)
-            if frontier and record["order"] is None:
-                record["order"] = order or "priority"
-                ctx.touch("crawls", key)
-            return record  # type: ignore[no-any-return]
+    def export(self, *, crawl: str = "default") -> Iterator[dict[str, Any]]:
+        """The crawl as a stream of versioned records: its frontier (queues, URLs in every
+        state, facade state, counters), seen set and validators, read from one snapshot while
+        crawls go on writing. Nothing for a crawl that does not exist."""
+        self._check_open()
+        return export_store(self._storage, self.frontier(crawl=self._check_name(crawl)))
 
-        if self.readonly:
-            dbs = self._engine.dbs
-            raw = self._engine.read(lambda txn: txn.get(key, db=dbs["crawls"]))
-            if raw is None:
-                raise StoreError(f"{self.path} has no crawl named {name!r}")
-            record = unpack("crawls", key, raw)
-        else:
-            record = self._engine.run(ensure)
-        if order is not None and record["order"] not in (None, order):
-            raise StoreError(
-                f"crawl {name!r} is ordered {record['order']!r}; open it with that order"
-            )
-        return int(record["id"]), record
+    def load(self, records: Iterable[dict[str, Any]], *, crawl: str | None = None) -> str:
+        """Load an export into a crawl that holds nothing yet (the export's name unless
+        ``crawl``), a thousand records a transaction; the crawl's name."""
+        self._check_open()
+        if crawl is not None:
+            self._check_name(crawl)
+        return load_store(self._storage, lambda name: self.frontier(crawl=name), records, crawl)
+
+    def defaults(self) -> Defaults:
+        """The store-wide policy every crawl inherits where it sets no value of its own."""
+        self._check_open()
+        return self._storage.view(self._storage.defaults)
+
+    def set_defaults(
+        self,
+        *,
+        delay: float = _UNSET,
+        max_in_flight: int | Literal["auto"] | None = _UNSET,
+        lease_time: float = _UNSET,
+    ) -> Defaults:
+        """Change the store-wide policy (the URL Frontier's SetDelay with an empty key): each
+        value given applies to every crawl and queue that does not set its own; the new
+        defaults."""
+        self._check_open()
+        changes = {name: value for name, value in (("delay", delay),
+                   ("max_in_flight", max_in_flight), ("lease_time", lease_time))
+                   if value is not _UNSET}  # fmt: skip
+        return set_defaults(self._storage, **changes)
 
     def crawls(self) -> list[str]:
         """The names of the crawls in this file."""
-        dbs = self._engine.dbs
-        return self._engine.read(
-            lambda txn: [
-                bytes(k).decode() for k in txn.cursor(db=dbs["crawls"]).iternext(values=False)
-            ]
-        )
+        self._check_open()
+        return self._storage.view(self._storage.crawls)
+
+    def delete_crawl(self, name: str) -> int:
+        """Remove a crawl with everything it holds; how many URLs it knew (0: no such crawl)."""
+        self._check_open()
+        return self.frontier(crawl=self._check_name(name)).delete_crawl()
 
     # -- views ----------------------------------------------------------------------------------
 
@@ -169,34 +179,37 @@ class Store:
         order: str | None = None,
         *,
         crawl: str = "default",
-        queues: str | QueueKey | None = None,
-        delay: float = 0.0,
-        max_in_flight: int | Literal["auto"] | None = "auto",
-        lease_time: float = 600.0,
+        queues: str | None = None,
+        delay: float | None = _UNSET,
+        max_in_flight: int | Literal["auto"] | None = _UNSET,
+        lease_time: float | None = _UNSET,
         reap_interval: float = 10.0,
     ) -> StoreFrontier:
         """The crawl's persistent frontier; every facade wraps it.
 
-        ``order``: ``"priority"`` (default for a new crawl), ``"fifo"`` or ``"lifo"``; fixed
-        when the crawl is created. ``queues``: ``None`` (one queue), ``"host"`` (one per host,
-        ``max_in_flight`` 1 by default) or a function of the seed. ``delay``: seconds between
-        pops from one queue. ``max_in_flight``: seeds of one queue in flight at once (``None``:
-        no cap; ``"auto"``: 1 for host queues, no cap otherwise). ``lease_time``: seconds
-        before a popped seed whose report never came goes back to the queue (leases of a
-        process that is gone go back sooner, checked every ``reap_interval`` seconds).
+        ``order``: ``"priority"`` (the default), ``"fifo"`` or ``"lifo"``, and ``queues``:
+        ``"single"`` (the default: one queue), ``"host"`` (one per host, one seed of each in
+        flight by default) or a mode registered with ``register_queue_key``, are fixed when
+        the crawl is created. ``delay`` (seconds between pops from one queue),
+        ``max_in_flight`` (seeds of one queue in flight at once; ``None``: no cap; ``"auto"``:
+        1 for host queues, no cap otherwise) and ``lease_time`` (seconds before a seed whose
+        report never came goes back to its queue), when given, become the crawl's policy;
+        left out, the crawl's stored policy applies. Leases of a process that is gone go back
+        sooner, checked every ``reap_interval`` seconds.
         """
         self._check_open()
-        frontier = StoreFrontier(
-            self,
-            crawl=crawl,
+        options: dict[str, Any] = {name: value for name, value in (("delay", delay),
+                   ("max_in_flight", max_in_flight), ("lease_time", lease_time))
+                   if value is not _UNSET}  # fmt: skip
+        return StoreFrontier(
+            self._storage,
+            crawl=self._check_name(crawl),
+            clock=self.clock,
             order=order,
             queues=queues,
-            delay=delay,
-            max_in_flight=max_in_flight,
-            lease_time=lease_time,
             reap_interval=reap_interval,
+            **options,
         )
-        return frontier
 
     @overload
     def seen(self, *, crawl: str = "default", bloom: None = None) -> StoreSeen: ...
@@ -209,17 +222,16 @@ class Store:
     ) -> StoreSeen | StoreBloomSeen:
         """The crawl's exact seen set, or with ``bloom=(expected, fp_rate)`` its Bloom filter."""
         self._check_open()
-        cid, _ = self._crawl(crawl)
+        name = self._check_name(crawl)
         if bloom is None:
-            return StoreSeen(self._engine, keys.u32(cid))
+            return StoreSeen(self._storage, name, self.clock)
         expected, fp_rate = bloom
-        return StoreBloomSeen(self._engine, keys.u32(cid), expected, fp_rate)
+        return StoreBloomSeen(self._storage, name, self.clock, expected, fp_rate)
 
     def validators(self, *, crawl: str = "default") -> StoreValidators:
         """The crawl's validators (ETag, Last-Modified) by request fingerprint."""
         self._check_open()
-        cid, _ = self._crawl(crawl)
-        return StoreValidators(self._engine, keys.u32(cid), self.clock)
+        return StoreValidators(self._storage, self._check_name(crawl), self.clock)
 
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """Group operations of every view into one atomic commit; nested use joins, an

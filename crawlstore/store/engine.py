@@ -1,5 +1,6 @@
-"""The LMDB environment behind a store: checking and opening the file, one shared environment
-per file per process, write contexts with write-back records, map growth, durability modes.
+"""The LMDB environment behind a store: the file's tables and format, checking and opening the
+file, one shared environment per file per process (``registry``), running write units
+(``context``) with map growth, durability modes.
 """
 
 from __future__ import annotations
@@ -9,57 +10,56 @@ import enum
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
-import msgpack
 
 from .. import journal
 from ..errors import (
-    CorruptRecord,
     CorruptStore,
     IncompatibleStore,
     NotAStore,
+    OlderFormat,
     ReadOnlyStore,
     StoreError,
     StoreFull,
 )
 from ..url import FINGERPRINT_VERSION
 from .access import lock_holder, why_unwritable
+from .codec import pack, unpack
+from .context import JOINED, MAP_FULL, Transaction, WriteContext
 from .filecheck import check_file
-from .keys import Buf
+from .registry import registry, registry_lock
 
 __all__ = ["FORMAT_VERSION", "Durability", "Engine", "WriteContext"]
 
 #: The layout of every record and key in the file; bumped on any incompatible change.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 APP = "crawlstore"
 
 #: Named databases and their flags. Keys start with a 4-byte crawl id wherever crawls differ.
 DATABASES: dict[str, dict[str, Any]] = {
     "meta": {},  # name -> msgpack
-    "crawls": {},  # crawl name -> msgpack crawl record
-    # crawl -> msgpack counters (and the crawl's key sequence); crawl, qid -> queue record:
-    # one table, so a commit that changes a queue and the counters dirties one leaf page
+    "crawls": {},  # crawl name -> msgpack crawl record (id, policy, creation time)
+    # crawl -> msgpack totals (and the crawl's sequences); crawl, queue id -> queue record:
+    # one table, so a commit that changes a queue and the totals dirties one leaf page
     "queues": {},
-    "qnames": {},  # crawl, queue key -> qid
-    "pending": {},  # crawl, qid, rank, class, seq -> msgpack [fp, seed]
-    "ready": {},  # crawl, ready ms, rr seq -> qid
-    "leases": {},  # crawl, fp, lease seq -> lease header + pending entry
-    "schedule": {},  # crawl, fp -> msgpack [at, seq, seed]
-    "due": {},  # crawl, due ms, seq -> fp
+    "qnames": {},  # crawl, queue key -> queue id
+    "ready": {},  # crawl, event ms, seq -> queue id: the crawl's index of queues
+    "pending": {},  # crawl, queue id, rank, class, seq -> fingerprint
+    "leases": {},  # crawl, token (queue id, seq) -> fingerprint, expiry, holder
+    "expiries": {},  # crawl, queue id, expiry ms, seq -> nothing
+    "schedule": {},  # crawl, queue id, due ms, seq -> fingerprint
+    "urls": {},  # crawl, fingerprint -> msgpack URL record
+    "queue_urls": {},  # crawl, queue id, fingerprint -> nothing
     "seen": {"dupsort": True, "dupfixed": True},  # crawl -> fp (sorted duplicates)
     "bloom": {},  # crawl, kind, chunk -> bits
     "validators": {},  # crawl, fp -> msgpack [etag, last_modified, stored_at]
     "state": {},  # crawl, namespace NUL key -> msgpack
 }
-
-#: The table that holds each crawl's counters, under the crawl's 4-byte key.
-COUNTERS = "queues"
 
 #: Free map space kept ahead of every write transaction (see ``Engine._grow_early``).
 _HEADROOM = 64 * 2**20
@@ -96,47 +96,6 @@ class Durability(str, enum.Enum):
     GROUP = "group"
 
 
-def _process_start(pid: int) -> int:
-    """The process's start time in clock ticks since boot (Linux), or 0 where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def process_alive(pid: int, start: int) -> bool:
-    """Whether the process that took a lease still runs (a reused pid or a zombie does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return True  # no /proc: trust the pid
-    if fields[0] == b"Z":
-        return False
-    return start == 0 or int(fields[19]) == start
-
-
-def pack(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
-
-
-def unpack(db: str, key: Buf, raw: Buf | None) -> Any:
-    if raw is None:
-        raise CorruptRecord(f"{db} record {bytes(key).hex()} is missing")
-    try:
-        return msgpack.unpackb(raw, raw=False, strict_map_key=False)
-    except Exception as exc:
-        raise CorruptRecord(f"{db} record {bytes(key).hex()} does not decode: {exc!r}") from None
-
-
 def _unwritable(exc: lmdb.Error) -> bool:
     """Whether opening failed because this process may not write the file or its lock file."""
     text = str(exc)
@@ -162,261 +121,6 @@ def _open_error(path: Path, exc: lmdb.Error) -> StoreError:
     return StoreError(f"{path} cannot be opened: {exc}")
 
 
-class WriteContext:
-    """One write transaction, with decoded records cached and written back once at commit."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        txn: lmdb.Transaction,
-        records: dict[tuple[str, bytes], Any],
-        txn_id: int = -1,
-    ) -> None:
-        self.engine = engine
-        self.txn = txn
-        #: The flow (asyncio task or thread) that began it: the only one that joins it.
-        self.owner = journal.owner()
-        self.txn_id = txn_id
-        #: Whether a record was written: then the commit takes ``txn_id`` (an empty commit
-        #: takes no id, and the records may only be carried over after one that does).
-        self.wrote = False
-        #: Why an operation inside this transaction failed in LMDB, which then refuses every
-        #: later one: the transaction can only roll back (``_MAP_FULL``: it outgrew the map).
-        self.failed: str | None = None
-        self.dbs = engine.dbs
-        self._records = records
-        self._dirty: set[tuple[str, bytes]] = set()
-        self._blobs: dict[tuple[str, bytes], bytearray] = {}
-        self._dirty_blobs: set[tuple[str, bytes]] = set()
-        self._after_commit: list[Callable[[], None]] = []
-        self._cursors: dict[str, lmdb.Cursor] = {}
-        #: Facts a view may cache for the length of the transaction (no other writer can
-        #: change the file meanwhile), e.g. the earliest due time of a crawl's schedule.
-        self.hints: dict[Any, Any] = {}
-
-    @property
-    def records(self) -> dict[tuple[str, bytes], Any]:
-        """Every record this transaction decoded or wrote, as they stand."""
-        return self._records
-
-    def record(self, db: str, key: bytes, default: Callable[[], Any] | None = None) -> Any:
-        """The decoded record at ``key`` (cached); ``default()`` (not yet dirty) when missing."""
-        slot = (db, key)
-        try:
-            return self._records[slot]
-        except KeyError:
-            pass
-        raw = self.txn.get(key, db=self.dbs[db])
-        value = unpack(db, key, raw) if raw is not None else (default() if default else None)
-        self._records[slot] = value
-        return value
-
-    def put_record(self, db: str, key: bytes, value: Any) -> None:
-        """Set a record; it is written at commit."""
-        self._records[(db, key)] = value
-        self._dirty.add((db, key))
-
-    def touch(self, db: str, key: bytes) -> None:
-        """Mark a cached record changed in place."""
-        self._dirty.add((db, key))
-
-    def counters(self, crawl: bytes) -> Counter[str]:
-        """The crawl's counters, to change in place; written at commit."""
-        slot = (COUNTERS, crawl)
-        counters = self._records.get(slot)
-        if not isinstance(counters, Counter):
-            counters = self._records[slot] = Counter(self.record(COUNTERS, crawl, dict))
-        self._dirty.add(slot)
-        return counters
-
-    def cursor(self, db: str) -> lmdb.Cursor:
-        """A cursor on ``db`` for this transaction, reused (always position it first)."""
-        cursor = self._cursors.get(db)
-        if cursor is None:
-            cursor = self._cursors[db] = self.txn.cursor(db=self.dbs[db])
-        return cursor
-
-    def blob(self, db: str, key: bytes, size: int) -> bytearray:
-        """Raw bytes at ``key`` as a cached bytearray (``size`` zero bytes when missing)."""
-        slot = (db, key)
-        blob = self._blobs.get(slot)
-        if blob is None:
-            raw = self.txn.get(key, db=self.dbs[db])
-            blob = bytearray(raw) if raw is not None else bytearray(size)
-            self._blobs[slot] = blob
-        return blob
-
-    def touch_blob(self, db: str, key: bytes) -> None:
-        self._dirty_blobs.add((db, key))
-
-    def next_seq(self, crawl: bytes) -> int:
-        """A sequence number unique in the crawl, increasing (kept with its counters)."""
-        counters = self.counters(crawl)
-        counters["seq"] += 1
-        return counters["seq"]
-
-    def after_commit(self, callback: Callable[[], None]) -> None:
-        self._after_commit.append(callback)
-
-    def flush(self) -> bool:
-        """Write the changed records into the transaction; whether this transaction has
-        written any record so far (a delete of a missing key writes nothing)."""
-        for slot in self._dirty:
-            db, key = slot
-            value = self._records[slot]
-            if value is None:
-                self.wrote |= self.txn.delete(key, db=self.dbs[db])
-            else:
-                self.txn.put(key, pack(value), db=self.dbs[db])
-                self.wrote = True
-        self._dirty.clear()
-        for db, key in self._dirty_blobs:
-            self.txn.put(key, bytes(self._blobs[(db, key)]), db=self.dbs[db])
-            self.wrote = True
-        self._dirty_blobs.clear()
-        return self.wrote
-
-    def committed(self) -> None:
-        for callback in self._after_commit:
-            callback()
-
-
-_JOINED = contextlib.nullcontext()
-_MAP_FULL = "the map is full"
-
-
-class _Transaction:
-    """``store.transaction()`` outside any other: one write transaction, committed on a clean
-    exit, rolled back on an exception (a class, not a generator: pushes open one each)."""
-
-    __slots__ = ("_ctx", "_engine", "_journal")
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._ctx: WriteContext | None = None
-        self._journal: Any = None
-
-    def __enter__(self) -> WriteContext:
-        engine = self._engine
-        outer = engine.joined()
-        if outer is not None:  # made before, entered inside another transaction: join it
-            return outer
-        engine.lock.acquire()
-        try:
-            self._ctx = engine._start()
-        except BaseException as exc:
-            engine.lock.release()
-            if isinstance(exc, lmdb.Error):
-                raise engine._translate(exc) from None
-            raise
-        self._journal = journal.begin(engine)  # in-memory state rolls back with it
-        return self._ctx
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> None:
-        engine, ctx = self._engine, self._ctx
-        if ctx is None:
-            return  # joined an outer transaction, which commits or rolls back
-        self._ctx = None
-        failed = ctx.failed
-        outgrew = failed == _MAP_FULL or (kind is not None and issubclass(kind, lmdb.MapFullError))
-        committed = False
-        try:
-            if kind is None and failed is None:
-                try:
-                    engine._commit(ctx)  # rolls back by itself when the commit fails
-                    committed = True
-                except lmdb.MapFullError:
-                    outgrew = True
-            else:
-                engine._abort(ctx)
-        except lmdb.Error as error:
-            raise engine._translate(error) from None
-        finally:
-            try:
-                journal.end(self._journal, commit=committed)
-            finally:
-                engine.lock.release()
-        if outgrew:
-            engine._grow()
-        if kind is None and not committed:  # the block ended cleanly, its transaction did not
-            if outgrew:
-                raise StoreFull(
-                    f"{engine.path}: the transaction outgrew the map, which is now larger; "
-                    "nothing of it was committed: retry it"
-                )
-            raise StoreError(
-                f"{engine.path}: an operation inside the transaction failed ({failed}), so "
-                "nothing of it was committed"
-            )
-        if isinstance(exc, lmdb.Error):
-            raise engine._translate(exc) from None
-        if committed:
-            ctx.committed()
-
-    # A transaction enlisted in a memory transaction's journal ends with it.
-
-    def commit(self) -> None:
-        self.__exit__(None, None, None)
-
-    def rollback(self) -> None:
-        self.__exit__(BaseException, None, None)
-
-
-_registry: dict[str, Engine] = {}
-_registry_lock = threading.Lock()
-
-
-_forking: list[Engine] = []
-
-
-def _before_fork() -> None:
-    """No transaction may be under way in another thread when the process forks: the child
-    would inherit it, and ending it there would end it in the lock file the parent shares. The
-    engines' locks are taken before the registry's (a transaction may open a store)."""
-    while True:
-        with _registry_lock:
-            engines = list(_registry.values())
-        for engine in engines:
-            engine.lock.acquire()
-        _registry_lock.acquire()
-        if list(_registry.values()) == engines:
-            _forking[:] = engines
-            return
-        _registry_lock.release()  # a store was opened or closed meanwhile: again
-        for engine in reversed(engines):
-            engine.lock.release()
-
-
-def _after_fork_in_parent() -> None:
-    _registry_lock.release()
-    for engine in reversed(_forking):
-        engine.lock.release()
-    _forking.clear()
-
-
-def _after_fork_in_child() -> None:
-    """Drop the environments inherited from the parent, so that the child opens the store
-    afresh (LMDB refuses a second environment on a file in one process, and an inherited one
-    must not be used). What the parent opened raises ``StoreError`` in the child."""
-    for engine in reversed(_forking):
-        engine.lock.release()
-        with suppress(lmdb.Error):
-            engine.env.close()  # no transaction is open (see _before_fork): touches no slot
-    _forking.clear()
-    _registry.clear()
-    _registry_lock.release()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(
-        before=_before_fork,
-        after_in_parent=_after_fork_in_parent,
-        after_in_child=_after_fork_in_child,
-    )
-
-
 class Engine:
     """One LMDB environment per file per process, shared by every ``Store`` opened on it."""
 
@@ -435,7 +139,6 @@ class Engine:
         self.readonly = readonly
         self.max_map_size = max_map_size
         self.pid = os.getpid()
-        self.owner = (self.pid, _process_start(self.pid))
         self.lock = threading.RLock()
         self._records: dict[tuple[str, bytes], Any] = {}
         self._records_txnid = -1
@@ -449,6 +152,8 @@ class Engine:
         #: Opened without LMDB's lock file, which this process cannot write (read-only only):
         #: no writer knows of its readers, so each read checks that none overtook it.
         self.lockless = False
+        #: Read snapshots kept open across calls (exports): the map does not grow meanwhile.
+        self.readers = 0
         try:
             self.env = self._open_env(map_size, lock=True)
         except lmdb.Error as exc:
@@ -516,11 +221,19 @@ class Engine:
     def acquire(cls, path: str | os.PathLike[str], **options: Any) -> Engine:
         """The process's engine for ``path``, opened on first use."""
         real = Path(os.path.realpath(path))
-        with _registry_lock:
-            engine = _registry.get(str(real))
+        with registry_lock:
+            engine = registry.get(str(real))
             if engine is None:
-                engine = cls(real, **options)
-                _registry[str(real)] = engine
+                try:
+                    engine = cls(real, **options)
+                except OlderFormat:
+                    if options["readonly"]:
+                        raise
+                    from .migrate import migrate
+
+                    migrate(real)  # a new file in its place; the old one kept beside it
+                    engine = cls(real, **options)
+                registry[str(real)] = engine
             elif not options["readonly"] and (engine.durability, engine.max_map_size) != (
                 options["durability"],
                 options["max_map_size"],
@@ -544,12 +257,12 @@ class Engine:
                 f"{self.path} cannot be closed inside a transaction that writes to it: close "
                 "it once the transaction ended"
             )
-        with _registry_lock:
+        with registry_lock:
             self.refs -= 1
             if self.refs > 0:
                 return
-            if _registry.get(str(self.path)) is self:
-                del _registry[str(self.path)]
+            if registry.get(str(self.path)) is self:
+                del registry[str(self.path)]
         if os.getpid() != self.pid:
             return  # inherited across fork(): its environment was dropped in the child
         self._stop.set()
@@ -579,6 +292,12 @@ class Engine:
             raise IncompatibleStore(
                 f"{self.path} has format version {meta['format']}; this crawlstore reads "
                 f"up to {FORMAT_VERSION}: upgrade crawlstore"
+            )
+        if meta.get("format", 0) < FORMAT_VERSION:
+            raise OlderFormat(
+                f"{self.path} has format version {meta.get('format', 0)}, older than this "
+                f"crawlstore's {FORMAT_VERSION}: open it for writing to migrate it, or run "
+                f"'python -m crawlstore.store.migrate {self.path}'"
             )
         if meta.get("fingerprint") != FINGERPRINT_VERSION:
             raise IncompatibleStore(
@@ -680,11 +399,11 @@ class Engine:
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """The public grouping of operations: all or nothing; nested use joins (at no cost)."""
         if self.joined() is not None:
-            return _JOINED
+            return JOINED
         return self._outer_transaction()
 
-    def _outer_transaction(self) -> _Transaction:
-        return _Transaction(self)
+    def _outer_transaction(self) -> Transaction:
+        return Transaction(self)
 
     def run(self, operation: Callable[[WriteContext], _T]) -> _T:
         """Run one operation in a write transaction (or the caller's); a full map is grown and
@@ -692,7 +411,7 @@ class Engine:
         ctx = self.joined()
         if ctx is None and (txn := journal.current()) is not None and txn.storage is None:
             # A memory transaction is open in this flow: this store's writes join it.
-            transaction = _Transaction(self)
+            transaction = Transaction(self)
             ctx = transaction.__enter__()
             txn.enlist(transaction)
         if ctx is not None:
@@ -704,7 +423,7 @@ class Engine:
             try:
                 return operation(ctx)
             except lmdb.MapFullError:
-                ctx.failed = _MAP_FULL
+                ctx.failed = MAP_FULL
                 raise StoreFull(
                     f"{self.path}: the transaction outgrew the map; it rolls back when it ends "
                     "(the map then grows): retry it whole"
@@ -722,20 +441,11 @@ class Engine:
                         self._abort(ctx)
                         raise
                     self._commit(ctx)
-                ctx.committed()
                 return result
             except lmdb.MapFullError:
                 self._grow()
             except lmdb.Error as exc:
                 raise self._translate(exc) from None
-
-    def read_counters(self, crawl: bytes) -> dict[str, int]:
-        """The crawl's counters as of now (the caller's transaction included)."""
-        ctx = self.current
-        if ctx is not None:
-            return ctx.record(COUNTERS, crawl, dict)  # type: ignore[no-any-return]
-        raw = self.read(lambda txn: txn.get(crawl, db=self.dbs[COUNTERS]))
-        return unpack(COUNTERS, crawl, raw) if raw is not None else {}
 
     def read(self, operation: Callable[[lmdb.Transaction], _T]) -> _T:
         """Run a read-only operation: in the caller's write transaction, or a short read one."""
@@ -788,13 +498,18 @@ class Engine:
         size = info["map_size"]
         used = (info["last_pgno"] + 1) * self._page_size
         headroom = max(size // 2, _HEADROOM)
-        if used + headroom > size and size < self.max_map_size:
+        if used + headroom > size and size < self.max_map_size and not self.readers:
             self.env.set_mapsize(min(self.max_map_size, max(size * 2, used + 2 * headroom)))
         return int(info["last_txnid"])
 
     def _grow(self) -> None:
         with self.lock:
             size = self.env.info()["map_size"]
+            if self.readers:
+                raise StoreFull(
+                    f"{self.path}: the map is full, and cannot grow while an export of this "
+                    "process reads it: finish or close the export, then retry"
+                )
             if size >= self.max_map_size:
                 raise StoreFull(
                     f"{self.path} reached its maximum size of {self.max_map_size} bytes "

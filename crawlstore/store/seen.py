@@ -6,16 +6,15 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import lmdb
-
 from ..errors import StoreError
 from ..seen import bloom_positions, bloom_size
 from ..url import Fingerprint
 from . import keys
-from .engine import WriteContext, unpack
+from .context import WriteContext
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..clock import Clock
+    from .storage import LmdbStorage
 
 log = logging.getLogger("crawlstore.seen")
 
@@ -26,54 +25,81 @@ def _is_fp(fp: object) -> bool:
     return isinstance(fp, bytes) and len(fp) == 16
 
 
+class _Crawl:
+    """Where a view finds its crawl's key prefix, looked up in each unit: a view never creates
+    its crawl; a read of a crawl that does not exist sees nothing, and the first write creates
+    it (a deleted crawl made again has a new prefix)."""
+
+    __slots__ = ("clock", "name", "storage")
+
+    def __init__(self, storage: LmdbStorage, name: str, clock: Clock) -> None:
+        self.storage, self.name, self.clock = storage, name, clock
+
+    def read(self) -> bytes | None:
+        """In a unit: the prefix, or None."""
+        return self.storage.crawl_key(self.name)
+
+    def write(self) -> bytes:
+        """In a write unit: the prefix, the crawl created when missing."""
+        prefix = self.storage.crawl_key(self.name, create=self.clock())
+        assert prefix is not None
+        return prefix
+
+    def counter(self, name: str) -> int:
+        def read() -> int:
+            prefix = self.read()
+            return 0 if prefix is None else int(self.storage.totals_of(prefix).get(name, 0))
+
+        return self.storage.view(read)
+
+
 class StoreSeen:
     """An exact seen set in the store: about 24 bytes of file a URL, no memory held.
 
     Inside ``store.transaction()`` (as ``dedup_with`` uses it) its updates join the push.
     """
 
-    def __init__(self, engine: Engine, crawl_prefix: bytes) -> None:
-        self._engine = engine
-        self._key = crawl_prefix
+    def __init__(self, storage: LmdbStorage, crawl: str, clock: Clock) -> None:
+        self._storage = storage
+        self._crawl = _Crawl(storage, crawl, clock)
 
     def insert(self, fp: bytes) -> bool:
         if not _is_fp(fp):
             raise TypeError(f"a fingerprint is 16 bytes: {fp!r}")
 
         def op(ctx: WriteContext) -> bool:
-            new = bool(ctx.txn.put(self._key, fp, db=ctx.dbs["seen"], dupdata=False))
+            key = self._crawl.write()
+            new = bool(ctx.txn.put(key, fp, db=ctx.dbs["seen"], dupdata=False))
             if new:
-                ctx.counters(self._key)["seen"] += 1
+                ctx.counters(key)["seen"] += 1
             return new
 
-        return self._engine.run(op)
+        return self._storage.run_ctx(op)
 
     def __contains__(self, fp: object) -> bool:
         if not isinstance(fp, bytes) or len(fp) != 16:
             return False
 
-        ctx = self._engine.current
-        if ctx is not None:
-            return bool(ctx.cursor("seen").set_key_dup(self._key, fp))
+        def read() -> bool:
+            key = self._crawl.read()
+            return key is not None and bool(self._storage.cursor("seen").set_key_dup(key, fp))
 
-        def read(txn: lmdb.Transaction) -> bool:
-            return bool(txn.cursor(db=self._engine.dbs["seen"]).set_key_dup(self._key, fp))
-
-        return self._engine.read(read)
+        return self._storage.view(read)
 
     def __iter__(self) -> Iterator[Fingerprint]:
         """Every fingerprint, in byte order (read in one short transaction)."""
 
-        def read(txn: lmdb.Transaction) -> list[Fingerprint]:
-            cursor = txn.cursor(db=self._engine.dbs["seen"])
-            if not cursor.set_key(self._key):
+        def read() -> list[Fingerprint]:
+            key = self._crawl.read()
+            cursor = self._storage.cursor("seen")
+            if key is None or not cursor.set_key(key):
                 return []
             return [Fingerprint(bytes(fp)) for fp in cursor.iternext_dup()]
 
-        return iter(self._engine.read(read))
+        return iter(self._storage.view(read))
 
     def __len__(self) -> int:
-        return int(self._engine.read_counters(self._key).get("seen", 0))
+        return self._crawl.counter("seen")
 
 
 _CHUNK = 4080  # bytes of bits a record: one 4 KiB overflow page with its header
@@ -83,34 +109,34 @@ _CHUNK_BITS = _CHUNK * 8
 class StoreBloomSeen:
     """A Bloom filter kept in the store, in page-sized chunks: about 1.2 bytes a URL at 1%.
 
-    Its parameters are fixed when the crawl's filter is created; reopening with others raises.
+    Its parameters are fixed by the crawl filter's first insert; opening it with others raises.
     """
 
-    def __init__(self, engine: Engine, crawl_prefix: bytes, expected: int, fp_rate: float) -> None:
-        self._engine = engine
-        self._meta_key = crawl_prefix + b"\x00"
-        self._chunk_prefix = crawl_prefix + b"\x01"
+    def __init__(
+        self, storage: LmdbStorage, crawl: str, clock: Clock, expected: int, fp_rate: float
+    ) -> None:
+        self._storage = storage
+        self._crawl = _Crawl(storage, crawl, clock)
         self.bits, self.hashes = bloom_size(expected, fp_rate)
         self.expected, self.fp_rate = expected, fp_rate
-        params = {"expected": expected, "fp_rate": fp_rate, "bits": self.bits,
-                  "hashes": self.hashes}  # fmt: skip
-        meta = self._meta(None)
-        if meta is None and not engine.readonly:
-            engine.run(lambda ctx: ctx.put_record("bloom", self._meta_key, {**params, "n": 0}))
-        elif meta is not None and any(meta[k] != v for k, v in params.items()):
+        self._params = {"expected": expected, "fp_rate": fp_rate, "bits": self.bits,
+                        "hashes": self.hashes}  # fmt: skip
+        self._check(storage.view(self._meta))
+
+    def _check(self, meta: dict[str, Any] | None) -> None:
+        if meta is not None and any(meta[k] != v for k, v in self._params.items()):
             raise StoreError(
                 f"this crawl's Bloom filter was created with expected={meta['expected']}, "
                 f"fp_rate={meta['fp_rate']}; open it with those"
             )
 
-    def _meta(self, ctx: WriteContext | None) -> dict[str, Any] | None:
-        if ctx is not None:
-            return ctx.record("bloom", self._meta_key)  # type: ignore[no-any-return]
-        raw = self._engine.read(lambda txn: txn.get(self._meta_key, db=self._engine.dbs["bloom"]))
-        return unpack("bloom", self._meta_key, raw) if raw is not None else None
-
-    def _chunk_key(self, chunk: int) -> bytes:
-        return self._chunk_prefix + keys.u32(chunk)
+    def _meta(self) -> dict[str, Any] | None:
+        """In a unit: the filter's parameters and count, None before its first insert."""
+        prefix = self._crawl.read()
+        if prefix is None:
+            return None
+        record: dict[str, Any] | None = self._storage.record("bloom", prefix + b"\x00")
+        return record
 
     def insert(self, fp: bytes) -> bool:
         if not _is_fp(fp):
@@ -118,9 +144,16 @@ class StoreBloomSeen:
         positions = bloom_positions(fp, self.bits, self.hashes)
 
         def op(ctx: WriteContext) -> bool:
+            prefix = self._crawl.write()
+            meta_key, chunks = prefix + b"\x00", prefix + b"\x01"
+            meta = ctx.record("bloom", meta_key)
+            if meta is None:
+                meta = {**self._params, "n": 0}
+                ctx.put_record("bloom", meta_key, meta)
+            self._check(meta)  # another process may have created it since this view opened
             new = False
             for p in positions:
-                key = self._chunk_key(p // _CHUNK_BITS)
+                key = chunks + keys.u32(p // _CHUNK_BITS)
                 chunk = ctx.blob("bloom", key, _CHUNK)
                 byte, mask = (p % _CHUNK_BITS) >> 3, 0x80 >> (p & 7)
                 if not chunk[byte] & mask:
@@ -128,10 +161,8 @@ class StoreBloomSeen:
                     ctx.touch_blob("bloom", key)
                     new = True
             if new:
-                meta = self._meta(ctx)
-                assert meta is not None
                 meta["n"] += 1
-                ctx.touch("bloom", self._meta_key)
+                ctx.touch("bloom", meta_key)
                 if meta["n"] == self.expected + 1:
                     log.warning(
                         "the store's Bloom filter holds %d fingerprints, past its expected %d: "
@@ -142,31 +173,35 @@ class StoreBloomSeen:
                     )
             return new
 
-        return self._engine.run(op)
+        return self._storage.run_ctx(op)
 
     def __contains__(self, fp: object) -> bool:
         if not _is_fp(fp):
             return False
         assert isinstance(fp, bytes)
         positions = bloom_positions(fp, self.bits, self.hashes)
-        ctx = self._engine.current
-        if ctx is not None:
-            return all(
-                ctx.blob("bloom", self._chunk_key(p // _CHUNK_BITS), _CHUNK)[(p % _CHUNK_BITS) >> 3]
-                & (0x80 >> (p & 7))
-                for p in positions
-            )
+        ctx = self._storage.engine.current
 
-        def read(txn: lmdb.Transaction) -> bool:
-            db = self._engine.dbs["bloom"]
+        def read() -> bool:
+            prefix = self._crawl.read()
+            if prefix is None:
+                return False
+            chunks = prefix + b"\x01"
+            if ctx is not None:
+                return all(
+                    ctx.blob("bloom", chunks + keys.u32(p // _CHUNK_BITS), _CHUNK)[
+                        (p % _CHUNK_BITS) >> 3] & (0x80 >> (p & 7))
+                    for p in positions
+                )  # fmt: skip
+            txn, db = self._storage.txn(), self._storage.dbs["bloom"]
             for p in positions:
-                chunk = txn.get(self._chunk_key(p // _CHUNK_BITS), db=db)
+                chunk = txn.get(chunks + keys.u32(p // _CHUNK_BITS), db=db)
                 if chunk is None or not chunk[(p % _CHUNK_BITS) >> 3] & (0x80 >> (p & 7)):
                     return False
             return True
 
-        return self._engine.read(read)
+        return self._storage.view(read)
 
     def __len__(self) -> int:
-        meta = self._meta(self._engine.current)
+        meta = self._storage.view(self._meta)
         return int(meta["n"]) if meta is not None else 0

@@ -9,7 +9,8 @@ import lmdb
 
 from ..frontier.protocol import check_namespace
 from . import keys
-from .engine import WriteContext, pack, unpack
+from .codec import pack, unpack
+from .context import WriteContext
 
 if TYPE_CHECKING:
     from .engine import Engine

@@ -24,9 +24,12 @@ from typing import Any
 import lmdb
 import lmdb.verify
 
-from ..errors import CrawlstoreError
+from ..errors import CrawlstoreError, OlderFormat
 from . import keys
-from .engine import COUNTERS, unpack
+from .child import run_child
+from .codec import unpack
+from .context import COUNTERS
+from .storage import decode_url
 
 __all__ = ["verify"]
 
@@ -55,14 +58,8 @@ def verify(path: str | os.PathLike[str], *, isolated: bool = True) -> list[str]:
 
 
 def _check_in_child(path: Path) -> list[str]:
-    import crawlstore
-
-    root = str(Path(crawlstore.__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    code = "import sys; from crawlstore.store.verify import _child; _child(sys.argv[1])"
     try:
-        done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
-                              text=True, env=env, timeout=_TIMEOUT)  # fmt: skip
+        done = run_child("crawlstore.store.verify:_child", str(path), timeout=_TIMEOUT)
     except subprocess.TimeoutExpired:
         return [f"reading the records took longer than {_TIMEOUT} s: stopped"]
     table, problems = "the file's tables", None
@@ -100,7 +97,13 @@ def check_records(
     from . import Store
 
     try:
-        with Store.open(path, readonly=True) as store:
+        store = Store.open(path, readonly=True)
+    except OlderFormat:
+        return []  # an older format, sound as far as its pages go: migrating reads it
+    except CrawlstoreError as exc:
+        return [f"{type(exc).__name__}: {exc}"]
+    try:
+        with store:
             engine = store._engine
             crawls = store.crawls()
             return engine.read(lambda txn: _check_contents(txn, engine.dbs, crawls, reading))
@@ -108,36 +111,47 @@ def check_records(
         return [f"{type(exc).__name__}: {exc}"]
 
 
+#: Every table but the seen set (its duplicates are counted on their own), msgpack ones first.
+_TABLES = ("crawls", "queues", "urls", "validators", "state", "meta", "pending", "leases",
+           "schedule", "expiries", "ready", "qnames", "queue_urls", "bloom")  # fmt: skip
+
+
 def _check_contents(
     txn: lmdb.Transaction, dbs: dict[str, Any], crawls: list[str], reading: Callable[[str], object]
 ) -> list[str]:
     problems: list[str] = []
     held: dict[str, Counter[bytes]] = {}
-    for name in ("pending", "leases", "schedule", "validators", "state", "queues", "crawls"):
+    by_queue: dict[str, Counter[bytes]] = {}
+    revisits: Counter[bytes] = Counter()
+    for name in _TABLES:
         reading(name)
         counts: Counter[bytes] = Counter()
+        queues: Counter[bytes] = Counter()
+        decoded = name in _TABLES[:6]
         for key, raw in txn.cursor(db=dbs[name]):
-            if name not in ("leases",):  # a lease is a binary header, then msgpack
+            if decoded:
                 try:
-                    unpack(name, key, raw)
+                    record = unpack(name, key, raw)
+                    if name == "urls":
+                        url = decode_url(bytes(key), bytes(raw))
+                        url.seed  # noqa: B018  (decoded to check it)
+                        revisits[bytes(key[:4])] += (
+                            url.state == "scheduled" and url.kind == "revisit"
+                        )
                 except CrawlstoreError as exc:
                     problems.append(str(exc))
+                except (TypeError, IndexError, KeyError):
+                    problems.append(f"{name} record {bytes(key).hex()} is malformed")
             counts[bytes(key[:4])] += 1
+            queues[bytes(key[:8])] += 1
         held[name] = counts
-    revisits: Counter[bytes] = Counter()
-    for key, raw in txn.cursor(db=dbs["schedule"]):
-        with contextlib.suppress(CrawlstoreError, IndexError, TypeError):  # reported above
-            revisits[bytes(key[:4])] += unpack("schedule", key, raw)[3]
+        by_queue[name] = queues
     reading("seen")
     seen: Counter[bytes] = Counter()
     cursor = txn.cursor(db=dbs["seen"])
     for key in cursor.iternext_nodup(values=False):
         cursor.set_key(key)
         seen[bytes(key)] = cursor.count()
-    for table in ("ready", "due", "qnames", "bloom", "meta"):
-        reading(table)
-        for _ in txn.cursor(db=dbs[table]).iternext(values=True):
-            pass
     for name in crawls:
         try:
             record = unpack("crawls", name.encode(), txn.get(name.encode(), db=dbs["crawls"]))
@@ -159,13 +173,48 @@ def _check_contents(
             "revisits": revisits[crawl],
             "validators": held["validators"][crawl],
             "seen": seen[crawl],
+            "queues": held["qnames"][crawl],
         }
+        if held["leases"][crawl] != held["expiries"][crawl]:
+            problems.append(f"crawl {name!r}: {held['leases'][crawl]} leases, "
+                            f"{held['expiries'][crawl]} expiries")  # fmt: skip
         for counter, count in expected.items():
             if counters.get(counter, 0) != count:
                 problems.append(
                     f"crawl {name!r}: counter {counter} is {counters.get(counter, 0)}, "
                     f"the tables hold {count}"
                 )
+        problems += _check_queues(txn, dbs, name, crawl, by_queue)
+    return problems
+
+
+def _check_queues(
+    txn: lmdb.Transaction, dbs: dict[str, Any], name: str, crawl: bytes,
+    by_queue: dict[str, Counter[bytes]],
+) -> list[str]:  # fmt: skip
+    """Each queue's gauges against its entries, leases and schedule."""
+    problems: list[str] = []
+    cursor = txn.cursor(db=dbs["queues"])
+    if not cursor.set_range(crawl):
+        return problems
+    for key, raw in cursor:
+        if key[:4] != crawl:
+            break
+        if len(key) != 8:
+            continue
+        qkey = bytes(key)
+        try:
+            record = unpack("queues", qkey, raw)
+            qname, gauges = record[0], dict(zip(("queued", "in_flight", "scheduled"),
+                                                record[7:10], strict=True))  # fmt: skip
+        except (CrawlstoreError, TypeError, ValueError, IndexError):
+            continue  # reported with the table
+        held = {"queued": by_queue["pending"][qkey], "scheduled": by_queue["schedule"][qkey],
+                "in_flight": by_queue["leases"][qkey]}  # fmt: skip
+        for gauge, count in held.items():
+            if gauges[gauge] != count:
+                problems.append(f"crawl {name!r}, queue {qname!r}: {gauge} is {gauges[gauge]}, "
+                                f"the tables hold {count}")  # fmt: skip
     return problems
 
 

@@ -1,0 +1,918 @@
+"""``CoreFrontier``: the one place where the frontier's policy lives, over any storage.
+
+It decides everything: which queue is ready (round robin over the crawl's index of queues by
+their next event; a queue's delay, in-flight cap, block and limit), leases (taken, extended,
+expired, ended by token), the schedule (retries, pauses, revisits, released when due), what a
+report does, and every counter. A storage (``spi.Storage``) only keeps what it is told, inside
+one of its write units; the clock is injected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from dataclasses import replace
+from typing import Any
+
+from ..clock import Clock
+from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
+from ..seed import Lease, Seed
+from . import listing, spi
+from .base import _UNSET, Frontier
+from .crawlstate import CrawlState
+from .holders import process_alive, this_process
+from .policy import (
+    DEFAULTS,
+    CrawlPolicy,
+    Defaults,
+    Effective,
+    check_cap,
+    check_delay,
+    key_function,
+    ready_at,
+    resolve,
+)
+from .protocol import (
+    ACCEPTED,
+    Admission,
+    Backoff,
+    Cancelled,
+    Done,
+    Empty,
+    Pop,
+    QueueInfo,
+    Ready,
+    Reason,
+    Report,
+    Reschedule,
+    Skipped,
+    Stats,
+    URLStatus,
+    Wait,
+    check_limit,
+    check_reason,
+    check_report,
+    check_seed,
+    check_seeds,
+    check_time,
+    final_counters,
+)
+from .snapshot import Snapshot
+from .spi import (
+    ACTIVE,
+    IN_FLIGHT,
+    QUEUED,
+    REVISIT,
+    SCHEDULED,
+    CrawlRecord,
+    LeaseRecord,
+    QueueRecord,
+    UrlRecord,
+)
+
+__all__ = ["CoreFrontier", "set_defaults"]
+
+_PRIORITY_TOP = 2**31 - 1
+_U64_MAX = 2**64 - 1
+#: Queues looked at per index read while popping.
+_BATCH = 32
+#: The state a final report leaves a URL in (a Retry that no retry facade took: failed).
+_FINAL_STATES = {Done: spi.DONE, Skipped: spi.SKIPPED}
+_FINISHED_GAUGES = frozenset(spi.FINISHED.values())
+
+
+def set_defaults(storage: spi.Storage, **changes: Any) -> Defaults:
+    """Change the storage-wide level of the policy, which every crawl inherits where neither
+    it nor a queue sets a value (``delay``, ``max_in_flight``: an int, ``"auto"`` or None for
+    no cap, ``lease_time``); the new defaults."""
+    unknown = set(changes) - {"delay", "max_in_flight", "lease_time"}
+    if unknown:
+        raise InvalidArgument(f"no store-wide setting named {sorted(unknown)}")
+    if "max_in_flight" in changes and changes["max_in_flight"] is None:
+        changes["max_in_flight"] = -1
+
+    def write() -> Defaults:
+        defaults = replace(storage.defaults(), **changes)  # checked by Defaults itself
+        storage.save_defaults(defaults)
+        return defaults
+
+    return storage.run(write)
+
+
+class CoreFrontier(Frontier):
+    """A crawl's frontier over a storage. Every operation is one write unit of the storage
+    (or joins the caller's transaction); the crawl's policy is the storage's, read when the
+    view is made and refreshed every ``reap_interval``.
+
+    The policy rule: ``order`` and ``queues`` are fixed when the crawl is created (another one
+    raises ``PolicyConflict``); ``delay``, ``max_in_flight`` and ``lease_time`` given to a view
+    become the crawl's (stored at once); left out, the crawl's stored values apply. A crawl is
+    created by its first write (a push, or a view that sets its policy), never by a view alone.
+    """
+
+    def __init__(
+        self,
+        storage: spi.Storage,
+        *,
+        crawl: str,
+        clock: Clock,
+        order: str | None = None,
+        queues: str | None = None,
+        delay: float | None = _UNSET,
+        max_in_flight: Any = _UNSET,
+        lease_time: float | None = _UNSET,
+        reap_interval: float = 10.0,
+    ) -> None:
+        self.storage = storage
+        self.name = crawl
+        self._clock = clock
+        self.reap_interval = check_time("reap_interval", reap_interval, minimum=0)
+        changes: dict[str, Any] = {}
+        if delay is not _UNSET:
+            changes["delay"] = check_delay("delay", delay)
+        if max_in_flight is not _UNSET:
+            changes["max_in_flight"] = -1 if max_in_flight is None else check_cap(
+                max_in_flight, allow_auto=True)  # fmt: skip
+        if lease_time is not _UNSET:
+            changes["lease_time"] = check_delay("lease_time", lease_time)
+            if changes["lease_time"] == 0:
+                raise InvalidArgument("lease_time must be more than 0 seconds")
+        if queues is not None and not callable(queues):
+            key_function(queues)  # registered here?
+        elif queues is not None:
+            raise TypeError(
+                'queues names a queue mode ("single", "host", or one registered with '
+                "crawlstore.register_queue_key(name, function)): a crawl stores the name"
+            )
+        self._owner = this_process()
+        self._next_reap = -math.inf
+        #: The crawl as this view last read it, inside a unit of the storage; every unit reads
+        #: it again (a rolled-back transaction may have created it, another view changed it).
+        self._crawl: CrawlRecord | None = None
+        self._defaults = DEFAULTS
+        given = changes or order is not None or queues is not None
+        self._pending = CrawlRecord(
+            crawl, CrawlPolicy(order or "priority", queues or "single").merged(**changes), 0.0
+        )
+
+        def settle() -> CrawlRecord | None:
+            """Read the crawl and, when arguments were given, apply them in the same unit:
+            create it with them, or check them against it and store what changed."""
+            stored = storage.crawl(crawl)
+            if stored is None or not stored.settled:
+                return self._crawl_for_write() if given else None
+            for name, value in (("order", order), ("queues", queues)):
+                if value is not None and getattr(stored.policy, name) != value:
+                    raise PolicyConflict(
+                        f"crawl {crawl!r} has {name}={getattr(stored.policy, name)!r}, fixed "
+                        f"when it was created; open it with that, or leave {name} out"
+                    )
+            if any(getattr(stored.policy, k) != v for k, v in changes.items()):
+                stored.policy = stored.policy.merged(**changes)
+                storage.save_crawl(stored)
+            return stored
+
+        found = storage.run(settle) if given else storage.view(settle)
+        if found is not None:
+            self._pending = found
+            self._crawl = found
+
+    # -- the crawl and its policy ---------------------------------------------------------------
+
+    def _existing(self) -> CrawlRecord | None:
+        """The crawl, read in the current unit; None while it does not exist."""
+        crawl = self.storage.crawl(self.name)
+        if crawl is not None:
+            if not crawl.settled:  # reads see the policy this view's first write will fix
+                crawl.policy = self._pending.policy
+            self._crawl = crawl
+            self._defaults = self.storage.defaults()
+        return crawl
+
+    def _crawl_for_write(self) -> CrawlRecord:
+        """The crawl, created by this write when it does not exist yet (or its policy settled
+        when its seen set or validators created it)."""
+        crawl = self._existing()
+        if crawl is None or not crawl.settled:
+            if crawl is None:
+                crawl = CrawlRecord(self.name, self._pending.policy, self._clock())
+            crawl.settled = True
+            self.storage.save_crawl(crawl)
+            self._crawl = crawl
+            self._defaults = self.storage.defaults()
+        return crawl
+
+    @property
+    def core(self) -> CoreFrontier:
+        return self
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def policy(self) -> CrawlPolicy:
+        """The crawl's policy (a new crawl's, as it will be created)."""
+        crawl = self.storage.view(self._existing) or self._pending
+        assert crawl is not None
+        return crawl.policy
+
+    @property
+    def order(self) -> str:
+        return self.policy.order
+
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
+        return self.storage.transaction()
+
+    def queue_for(self, seed: Seed) -> str:
+        check_seed(seed)
+        return self._key_for(self.storage.view(self._existing) or self._pending, seed)
+
+    def _key_for(self, crawl: CrawlRecord, seed: Seed) -> str:
+        """The queue key of ``seed`` in ``crawl`` (as read in the current unit)."""
+        key = key_function(crawl.policy.queues)(seed)
+        if not isinstance(key, str):
+            raise TypeError(f"a queue key is a str; the queue mode gave {key!r:.100}")
+        return key
+
+    def _effective(self, crawl: CrawlRecord, q: QueueRecord) -> Effective:
+        return resolve(self._defaults, crawl.policy, q.delay, q.cap, q.limit, q.blocked)
+
+    # -- queues: placing them in the crawl's index ---------------------------------------------
+
+    def _queue(self, crawl: CrawlRecord, key: str, now: float) -> QueueRecord:
+        """The queue ``key``, created (not yet indexed) when it does not exist."""
+        q = self.storage.queue(crawl, key)
+        if q is None:
+            q = QueueRecord(key, now)
+            self.storage.save_queue(crawl, q, None)
+        return q
+
+    def _place(self, crawl: CrawlRecord, q: QueueRecord, now: float, rotate: bool = False) -> None:
+        """Store the queue, indexed at its next event: when it may hand out a seed, a schedule
+        falls due, or a lease expires. ``rotate``: behind the queues ready with it."""
+        if q.stale:
+            q.expiry_at = self.storage.next_expiry(crawl, q)
+            q.stale = False
+        policy = self._effective(crawl, q)
+        event = ready_at(q.queued, q.in_flight, _finished(q), q.last, policy)
+        for at in (q.due_at, q.expiry_at):
+            if at is not None and (event is None or at < event):
+                event = at
+        old = q.event
+        if not rotate and old is not None and event is not None and event <= now and old <= now:
+            event = old  # ready now, as it was: it keeps its place
+        self.storage.save_queue(crawl, q, event, rotate)
+
+    def _count(self, crawl: CrawlRecord, q: QueueRecord | None, **deltas: int) -> None:
+        if q is not None:
+            counts = q.counts
+            for name, n in deltas.items():
+                if name in spi.COUNTS or name in _FINISHED_GAUGES:
+                    counts[name] = counts.get(name, 0) + n
+        self.storage.add_totals(crawl, deltas)
+
+    # -- URLs going in and out of queues --------------------------------------------------------
+
+    def _enqueue(self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, cls: int) -> None:
+        """Queue a URL (class 0: coming back, ahead of pushed seeds of its priority)."""
+        seq = self.storage.next_seq(crawl)
+        order = crawl.policy.order
+        rank = _PRIORITY_TOP - url.seed.priority if order == "priority" else 0
+        if order == "lifo" and cls == 1:
+            seq = _U64_MAX - seq
+        url.where = (rank, cls, seq)
+        self.storage.enqueue(crawl, q, url.where, url.fp)
+        url.state, url.queue, url.kind = QUEUED, q.key, None
+        self.storage.save_url(crawl, q, url)
+        q.queued += 1
+
+    def _admit(
+        self, crawl: CrawlRecord, seed: Seed, now: float, queues: dict[str, QueueRecord]
+    ) -> Admission:
+        fp = seed.fingerprint
+        url = self.storage.url(crawl, fp)
+        if url is not None and url.state in ACTIVE:
+            self._count(crawl, None, **{"refused:duplicate": 1})
+            return Admission(Reason.DUPLICATE)
+        # A URL stays in the queue it was first admitted to (a key function of its tag, say,
+        # could send it elsewhere when it is pushed again).
+        key = url.queue if url is not None else self._key_for(crawl, seed)
+        q = queues.get(key)
+        if q is None:
+            q = queues[key] = self._queue(crawl, key, now)
+        fresh = seed.with_lease(None) if seed.lease is not None else seed
+        if url is None:
+            url = UrlRecord(fp, fresh, QUEUED, key, None, now)
+        else:  # known and finished: crawled again
+            self._count(crawl, q, **{spi.FINISHED[url.state]: -1})
+            url.seed = fresh
+        self._enqueue(crawl, q, url, 1)
+        self._count(crawl, q, admitted=1, queued=1)
+        return ACCEPTED
+
+    def push(self, seed: Seed) -> Admission:
+        check_seed(seed)
+
+        def _write() -> Admission:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            queues: dict[str, QueueRecord] = {}
+            admission = self._admit(crawl, seed, now, queues)
+            for q in queues.values():
+                self._place(crawl, q, now)
+            return admission
+
+        return self.storage.run(_write)
+
+    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        batch = check_seeds(seeds)
+
+        def _write() -> list[Admission]:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            queues: dict[str, QueueRecord] = {}
+            admissions = [self._admit(crawl, seed, now, queues) for seed in batch]
+            for q in queues.values():
+                self._place(crawl, q, now)
+            return admissions
+
+        return self.storage.run(_write)
+
+    def refuse(self, seed: Seed, reason: Reason) -> Admission:
+        """Count a refusal (facades call this)."""
+        return self.refuse_many([reason])[0]
+
+    def refuse_many(self, reasons: list[Reason]) -> list[Admission]:
+        """Count several refusals in one write (a facade's batch)."""
+        for reason in reasons:
+            check_reason(reason)
+        if not reasons:
+            return []
+        deltas: dict[str, int] = {}
+        for reason in reasons:
+            deltas["refused:" + reason.value] = deltas.get("refused:" + reason.value, 0) + 1
+
+        def _write() -> None:
+            self._count(self._crawl_for_write(), None, **deltas)
+
+        self.storage.run(_write)
+        return [Admission(reason) for reason in reasons]
+
+    # -- popping --------------------------------------------------------------------------------
+
+    def pop(self) -> Pop:
+        def _write() -> Pop:
+            crawl = self._existing()
+            if crawl is None:
+                return Empty
+            now = self._clock()
+            popped = self._pop(crawl, now, 1, None, None, None, None)
+            if popped:
+                return popped[0]
+            return self._wait(crawl, now)
+
+        return self.storage.run(_write)
+
+    def pop_many(
+        self,
+        limit: int,
+        *,
+        per_queue: int | None = None,
+        queues: int | None = None,
+        queue: str | None = None,
+        lease_time: float | None = None,
+    ) -> list[Ready]:
+        check_limit(limit)
+        for value in (per_queue, queues):
+            if value is not None:
+                check_limit(value)
+        if lease_time is not None:
+            check_time("lease_time", lease_time, minimum=0)
+
+        def _write() -> list[Ready]:
+            crawl = self._existing()
+            if crawl is None or limit == 0:
+                return []
+            return self._pop(crawl, self._clock(), limit, per_queue, queues, queue, lease_time)
+
+        return self.storage.run(_write)
+
+    def _pop(
+        self,
+        crawl: CrawlRecord,
+        now: float,
+        limit: int,
+        per_queue: int | None,
+        queues: int | None,
+        only: str | None,
+        lease_time: float | None,
+    ) -> list[Ready]:
+        if now >= self._next_reap:
+            self._reap(crawl, now)
+        out: list[Ready] = []
+        served = 0
+        visited: set[str] = set()
+        while len(out) < limit and (queues is None or served < queues):
+            if only is not None:
+                q = self.storage.queue(crawl, only)
+                candidates = [q] if q is not None and only not in visited else []
+            else:  # as many as are still wanted, past those visited (they may come again)
+                wanted = min(_BATCH, limit - len(out))
+                candidates = self.storage.due_queues(crawl, now, len(visited) + wanted)
+            fresh = [q for q in candidates if q.key not in visited]
+            if not fresh:
+                break
+            for q in fresh:
+                visited.add(q.key)
+                self._maintain(crawl, q, now)
+                policy = self._effective(crawl, q)
+                at = ready_at(q.queued, q.in_flight, _finished(q), q.last, policy)
+                took = 0
+                if at is not None and at <= now:
+                    room = limit - len(out)
+                    if per_queue is not None:
+                        room = min(room, per_queue)
+                    elif policy.delay > 0:  # a delay between pops: one a pop
+                        room = 1
+                    if policy.cap is not None:
+                        room = min(room, policy.cap - q.in_flight)
+                    if policy.limit is not None:
+                        room = min(room, policy.limit - _finished(q) - q.in_flight)
+                    lease = policy.lease_time if lease_time is None else lease_time
+                    taken = self._take(crawl, q, now, room, now + lease)
+                    out.extend(taken)
+                    took = len(taken)
+                    served += took > 0
+                self._place(crawl, q, now, rotate=took > 0)
+                if len(out) >= limit or (queues is not None and served >= queues):
+                    break
+        return out
+
+    def _take(
+        self, crawl: CrawlRecord, q: QueueRecord, now: float, n: int, expires: float
+    ) -> list[Ready]:
+        out = []
+        storage = self.storage
+        for fp in storage.dequeue(crawl, q, n):
+            url = storage.url(crawl, fp)
+            if url is None:
+                raise CorruptRecord(f"queue {q.key!r} of crawl {self.name!r} holds an entry "
+                                    f"for {fp.hex()}, which has no URL record")  # fmt: skip
+            lease = LeaseRecord(b"", fp, q.key, expires, self._owner)
+            storage.lease(crawl, q, lease)
+            url.state, url.where = IN_FLIGHT, lease.token
+            storage.save_url(crawl, q, url)
+            handed = Lease(lease.token, expires)
+            out.append(Ready(url.seed.with_lease(handed), handed))
+        taken = len(out)
+        if taken:
+            q.queued -= taken
+            q.in_flight += taken
+            q.last = now
+            if q.expiry_at is None or expires < q.expiry_at:
+                q.expiry_at = expires
+            self._count(crawl, q, popped=taken, queued=-taken, in_flight=taken)
+        return out
+
+    def _wait(self, crawl: CrawlRecord, now: float) -> Pop:
+        totals = self.storage.totals(crawl)
+        work = totals.get("queued", 0) + totals.get("scheduled", 0) - totals.get("revisits", 0)
+        if work <= 0:
+            return Empty  # nothing, or only revisits: revisit() waits for those
+        at = self.storage.next_event(crawl)
+        if at is None:
+            return Empty  # what is left waits in queues that reached their limit: never due
+        return Wait(max(at, now))
+
+    def next_revisit(self) -> float | None:
+        """While revisits are scheduled, when something of the crawl may next happen (a lower
+        bound); None when none is: what ``revisit()`` waits for once nothing else is left."""
+
+        def read() -> float | None:
+            crawl = self._existing()
+            if crawl is None or self.storage.totals(crawl).get("revisits", 0) <= 0:
+                return None
+            return self.storage.next_event(crawl)
+
+        return self.storage.view(read)
+
+    def next_due(self) -> float | None:
+        """When something of the crawl may next happen (a lower bound): a queue's delay ends,
+        a schedule falls due, a lease expires. Facades wait on it."""
+
+        def _read() -> float | None:
+            crawl = self._existing()
+            return self.storage.next_event(crawl) if crawl is not None else None
+
+        return self.storage.view(_read)
+
+    # -- upkeep: due schedules and leases that ended without a report ---------------------------
+
+    def _maintain(self, crawl: CrawlRecord, q: QueueRecord, now: float) -> None:
+        storage = self.storage
+        if q.due_at is not None and q.due_at <= now:
+            for _, fp in storage.due(crawl, q, now):
+                url = storage.url(crawl, fp)
+                if url is None:
+                    raise CorruptRecord(f"a schedule of queue {q.key!r} names {fp.hex()}, "
+                                        "which has no URL record")  # fmt: skip
+                revisit = url.kind == REVISIT
+                q.scheduled -= 1
+                q.revisits -= revisit
+                self._enqueue(crawl, q, url, 0)
+                self._count(crawl, None, scheduled=-1, revisits=-revisit, queued=1)
+            q.due_at = storage.next_due(crawl, q)
+        if q.expiry_at is not None and q.expiry_at <= now:
+            for lease in storage.expired(crawl, q, now):
+                self._requeue(crawl, q, lease)
+            q.expiry_at = storage.next_expiry(crawl, q)
+
+    def _requeue(self, crawl: CrawlRecord, q: QueueRecord, lease: LeaseRecord) -> None:
+        """A lease that ended without a report: its seed goes back to the front of its queue."""
+        url = self._end(crawl, q, lease)
+        self._enqueue(crawl, q, url, 0)
+        self._count(crawl, q, queued=1, requeued=1)
+
+    def _reap(self, crawl: CrawlRecord, now: float) -> int:
+        """Requeue the leases whose holder is gone (a killed worker, a reused pid)."""
+        self._next_reap = now + self.reap_interval
+        alive: dict[tuple[int, int], bool] = {}
+        ended = []
+        for lease in self.storage.leases(crawl):
+            owner = lease.owner
+            if owner not in alive:
+                alive[owner] = owner == self._owner or process_alive(*owner)
+            if not alive[owner] or lease.expires <= now:
+                ended.append(lease)
+        queues: dict[str, QueueRecord] = {}
+        for lease in ended:
+            q = queues.get(lease.queue) or queues.setdefault(
+                lease.queue, self._queue(crawl, lease.queue, now)
+            )
+            self._requeue(crawl, q, lease)
+        for q in queues.values():
+            self._place(crawl, q, now)
+        return len(ended)
+
+    def reap(self) -> int:
+        """Queue again every seed whose lease expired or whose holder is gone; how many."""
+
+        def _write() -> int:
+            crawl = self._existing()
+            return self._reap(crawl, self._clock()) if crawl is not None else 0
+
+        return self.storage.run(_write)
+
+    # -- reports --------------------------------------------------------------------------------
+
+    def _lease_of(self, crawl: CrawlRecord, seed: Seed) -> LeaseRecord:
+        lease = seed.lease
+        if lease is None:
+            raise NotInFlight(
+                f"seed has no lease (it was not handed out by this frontier, or it crossed a "
+                f"process boundary without it: seed.with_lease(lease)): {seed!r}"
+            )
+        record = self.storage.get_lease(crawl, lease.token)
+        if record is None or record.fp != seed.fingerprint:
+            raise NotInFlight(
+                f"seed is not in flight in crawl {self.name!r} under its lease (reported "
+                f"already, or the lease ended and the seed went to another holder): {seed!r}"
+            )
+        return record
+
+    def report(self, report: Report) -> None:
+        check_report(report)
+        if isinstance(report, Backoff):
+            return  # pauses need tag_backoff()
+
+        def _write() -> None:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            q = self._report(crawl, report, now, {})
+            self._place(crawl, q, now)
+
+        self.storage.run(_write)
+
+    def report_many(self, reports: Iterable[Report]) -> None:
+        batch = list(reports)
+        for report in batch:
+            check_report(report)
+
+        def _write() -> None:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            todo = [report for report in batch if not isinstance(report, Backoff)]
+            leases = [self._lease_of(crawl, report.seed) for report in todo]  # all, or none
+            if len({lease.token for lease in leases}) < len(leases):
+                raise NotInFlight("a seed is reported twice in one report_many")
+            queues: dict[str, QueueRecord] = {}
+            for report, lease in zip(todo, leases, strict=True):
+                self._report(crawl, report, now, queues, lease)
+            for q in queues.values():
+                self._place(crawl, q, now)
+
+        self.storage.run(_write)
+
+    def _report(
+        self,
+        crawl: CrawlRecord,
+        report: Report,
+        now: float,
+        queues: dict[str, QueueRecord],
+        lease: LeaseRecord | None = None,
+    ) -> QueueRecord:
+        """Apply a report (its lease read already, or not); the queue it changed, to place
+        (``queues`` holds the queues this unit read already: each is read once, placed once)."""
+        assert not isinstance(report, Backoff)
+        if lease is None:
+            lease = self._lease_of(crawl, report.seed)
+        q = queues.get(lease.queue)
+        if q is None:
+            q = queues[lease.queue] = self._queue(crawl, lease.queue, now)
+        url = self._end(crawl, q, lease)
+        names = final_counters(report)
+        if names:  # Done, Failed, Skipped (and a Retry nobody took): the URL is finished
+            state = _FINAL_STATES.get(type(report), spi.FAILED)
+            status = getattr(report, "status", None)
+            reason = getattr(report, "reason", None)
+            url.state, url.where, url.kind = state, None, None
+            url.outcome = (now, status, reason, state)
+            self.storage.save_url(crawl, q, url)
+            self._count(crawl, q, **dict.fromkeys(names, 1), **{spi.FINISHED[state]: 1})
+        elif isinstance(report, Cancelled):
+            self._enqueue(crawl, q, url, 0)
+            self._count(crawl, q, cancelled=1, queued=1)
+        else:
+            assert isinstance(report, Reschedule)
+            url.seed = report.seed.with_lease(None)
+            self._schedule(crawl, q, url, report.at, report.kind)
+            if report.retried:
+                self._count(crawl, q, retried=1)
+        return q
+
+    def _end(self, crawl: CrawlRecord, q: QueueRecord, lease: LeaseRecord) -> UrlRecord:
+        self.storage.end_lease(crawl, lease)
+        q.in_flight -= 1
+        if q.expiry_at is not None and lease.expires <= q.expiry_at:
+            q.stale = True  # it was the earliest: read the next once, when the queue is placed
+        self._count(crawl, None, in_flight=-1)
+        url = self.storage.url(crawl, lease.fp)
+        if url is None:
+            raise CorruptRecord(f"a lease of crawl {self.name!r} names {lease.fp.hex()}, which "
+                                "has no URL record")  # fmt: skip
+        return url
+
+    def _schedule(
+        self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, at: float, kind: str
+    ) -> None:
+        url.where = (at, self.storage.next_seq(crawl))
+        self.storage.schedule(crawl, q, url.where, url.fp)
+        url.state, url.queue, url.kind = SCHEDULED, q.key, kind
+        self.storage.save_url(crawl, q, url)
+        revisit = kind == REVISIT
+        q.scheduled += 1
+        q.revisits += revisit
+        if q.due_at is None or at < q.due_at:
+            q.due_at = at
+        self._count(crawl, None, scheduled=1, revisits=revisit)
+
+    def _unplace(self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord) -> None:
+        """Take a URL out of where it is, and out of its gauge (its record stays)."""
+        if url.state in spi.FINISHED:
+            self._count(crawl, q, **{spi.FINISHED[url.state]: -1})
+        elif url.state == QUEUED:
+            self.storage.unqueue(crawl, q, url.where)
+            q.queued -= 1
+            self._count(crawl, None, queued=-1)
+        elif url.state == SCHEDULED:
+            self.storage.unschedule(crawl, q, url.where)
+            if q.due_at is not None and url.where[0] <= q.due_at:
+                q.due_at = self.storage.next_due(crawl, q)  # it was the earliest
+            revisit = url.kind == REVISIT
+            q.scheduled -= 1
+            q.revisits -= revisit
+            self._count(crawl, None, scheduled=-1, revisits=-revisit)
+
+    def schedule(self, seed: Seed, at: float, *, kind: str = spi.RETRY) -> None:
+        """Schedule ``seed`` at ``at`` (facades call this): one schedule per URL, a new one
+        replaces the old. A URL in flight must be reported first."""
+        check_seed(seed)
+        check_time("at", at)
+
+        def _write() -> None:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            fp = seed.fingerprint
+            url = self.storage.url(crawl, fp)
+            key = url.queue if url is not None else self._key_for(crawl, seed)
+            q = self._queue(crawl, key, now)
+            if url is None:
+                url = UrlRecord(fp, seed.with_lease(None), SCHEDULED, key, None, now)
+            elif url.state == IN_FLIGHT:
+                raise InvalidArgument(f"seed is in flight: report it before scheduling: {seed!r}")
+            else:
+                self._unplace(crawl, q, url)
+                url.seed = seed.with_lease(None)
+            self._schedule(crawl, q, url, at, kind)
+            self._place(crawl, q, now)
+
+        self.storage.run(_write)
+
+    def extend_lease(self, seed: Seed, seconds: float | None = None) -> Lease:
+        check_seed(seed)
+        if seconds is not None:
+            check_time("seconds", seconds, minimum=0)
+
+        def _write() -> Lease:
+            crawl = self._crawl_for_write()
+            now = self._clock()
+            lease = self._lease_of(crawl, seed)
+            q = self._queue(crawl, lease.queue, now)
+            length = self._effective(crawl, q).lease_time if seconds is None else seconds
+            expires = now + length
+            self.storage.extend_lease(crawl, lease, expires)
+            if q.expiry_at is None or expires < q.expiry_at:
+                q.expiry_at = expires
+                self._place(crawl, q, now)
+            return Lease(lease.token, expires)
+
+        return self.storage.run(_write)
+
+    def end_lease_of(self, fp: bytes) -> bool:
+        """End whatever lease the URL ``fp`` has, whoever holds it, and queue it at the front:
+        for protocols without tokens (the URL Frontier's update of a known URL). Whether it
+        was in flight."""
+
+        def _write() -> bool:
+            crawl = self._existing()
+            url = self.storage.url(crawl, fp) if crawl is not None else None
+            if crawl is None or url is None or url.state != IN_FLIGHT:
+                return False
+            lease = self.storage.get_lease(crawl, url.where)
+            if lease is None:
+                raise CorruptRecord(f"URL {fp.hex()} is in flight without its lease")
+            now = self._clock()
+            q = self._queue(crawl, lease.queue, now)
+            self._requeue(crawl, q, lease)
+            self._place(crawl, q, now)
+            return True
+
+        return self.storage.run(_write)
+
+    def pause_queue(self, seed: Seed, until: float) -> bool:
+        check_seed(seed)
+        check_time("until", until)
+
+        def _write() -> bool:
+            if (self._existing() or self._pending).policy.queues == "single":
+                return False  # one queue is the whole crawl
+            crawl = self._crawl_for_write()
+            q = self._queue(crawl, self._key_for(crawl, seed), self._clock())
+            if until > q.blocked:
+                q.blocked = until
+                self._place(crawl, q, self._clock(), rotate=True)
+            return True
+
+        return self.storage.run(_write)
+
+    # -- state and statistics -------------------------------------------------------------------
+
+    def state(self, namespace: str) -> MutableMapping[str, Any]:
+        """A facade's key/value state, kept by the storage (the crawl is created by its first
+        write)."""
+        return CrawlState(self, namespace)
+
+    def stats(self) -> Stats:
+        def totals() -> dict[str, int]:
+            crawl = self._existing()
+            return self.storage.totals(crawl) if crawl is not None else {}
+
+        c = self.storage.view(totals)
+        refused = {k.split(":", 1)[1]: v for k, v in c.items() if k.startswith("refused:") and v}
+        return Stats(
+            admitted=c.get("admitted", 0),
+            refused=refused,
+            popped=c.get("popped", 0),
+            done=c.get("done", 0),
+            failed=c.get("failed", 0),
+            retried=c.get("retried", 0),
+            skipped=c.get("skipped", 0),
+            cancelled=c.get("cancelled", 0),
+            unchanged=c.get("unchanged", 0),
+            queued=c.get("queued", 0),
+            in_flight=c.get("in_flight", 0),
+            scheduled=c.get("scheduled", 0),
+        )
+
+    def __len__(self) -> int:
+        stats = self.stats()
+        return stats.queued + stats.in_flight + stats.scheduled
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    # -- queues and URLs (``listing``) ----------------------------------------------------------
+
+    def queue(self, key: str) -> QueueInfo | None:
+        return listing.queue(self, key)
+
+    def queues(self, *, after: str | None = None, limit: int = 100) -> list[QueueInfo]:
+        return listing.queues(self, after=after, limit=limit)
+
+    def set_queue(
+        self,
+        key: str,
+        *,
+        delay: float | None = _UNSET,
+        max_in_flight: int | None = _UNSET,
+        blocked_until: float = _UNSET,
+        limit: int | None = _UNSET,
+    ) -> QueueInfo:
+        return listing.set_queue(self, key, delay=delay, max_in_flight=max_in_flight,
+                                 blocked_until=blocked_until, limit=limit)  # fmt: skip
+
+    def delete_queue(self, key: str) -> int:
+        return listing.delete_queue(self, key)
+
+    def delete_crawl(self) -> int:
+        """Remove the crawl and everything it holds; how many URLs it knew."""
+        return listing.delete_crawl(self)
+
+    def url(self, url: str | bytes) -> URLStatus:
+        return listing.url(self, url)
+
+    def urls(
+        self,
+        *,
+        queue: str | None = None,
+        state: str | None = None,
+        contains: str | None = None,
+        after: bytes | None = None,
+        limit: int = 100,
+    ) -> list[URLStatus]:
+        return listing.urls(self, queue=queue, state=state, contains=contains, after=after,
+                            limit=limit)  # fmt: skip
+
+    def count(
+        self, *, queue: str | None = None, state: str | None = None, contains: str | None = None
+    ) -> int:
+        return listing.count(self, queue=queue, state=state, contains=contains)
+
+    def purge(self, *, before: float, queue: str | None = None) -> int:
+        return listing.purge(self, before=before, queue=queue)
+
+    # -- the complete form: an export, and a snapshot of every seed held -----------------------
+
+    def export(self) -> Iterator[dict[str, Any]]:
+        """The crawl's frontier as versioned records, read from one consistent snapshot (held
+        while the records are read: consume them, or close the iterator)."""
+        from .export import export_frontier, in_reader, with_end
+
+        return in_reader(self.storage, lambda: with_end(export_frontier(self)))
+
+    def load(
+        self,
+        records: Iterable[dict[str, Any]],
+        other: Callable[[dict[str, Any]], object] | None = None,
+    ) -> None:
+        """Load an export into this crawl, which must hold nothing yet (records of another
+        kind go to ``other``, or are refused)."""
+        from .export import load_frontier
+
+        load_frontier(self, records, other)
+
+    def snapshot(self) -> Snapshot:
+        def read() -> tuple[str, list[Any], list[Seed], list[Any]]:
+            crawl = self._existing()
+            queued: list[Any] = []
+            in_flight: list[Seed] = []
+            scheduled: list[Any] = []
+            if crawl is None:
+                return self.order, queued, in_flight, scheduled
+            for url in listing.scan(self, crawl, None, None):
+                if url.state == QUEUED:
+                    queued.append((url.where, url.seed))
+                elif url.state == IN_FLIGHT:
+                    in_flight.append(url.seed)
+                elif url.state == SCHEDULED:
+                    scheduled.append((url.where[0], url.where[1], url.seed, url.kind))
+            return crawl.policy.order, queued, in_flight, scheduled
+
+        order, queued, in_flight, scheduled = self.storage.view(read)
+        queued.sort(key=lambda e: tuple(e[0]))
+        scheduled.sort(key=lambda e: (e[0], e[1]))
+        return Snapshot(
+            order,
+            queued=tuple(seed for _, seed in queued),
+            in_flight=tuple(in_flight),
+            scheduled=tuple((at, seed) for at, _, seed, kind in scheduled if kind != REVISIT),
+            revisits=tuple((at, seed) for at, _, seed, kind in scheduled if kind == REVISIT),
+        )
+
+
+def _finished(q: QueueRecord) -> int:
+    """Seeds of the queue that finished (done, failed or skipped): what its limit caps."""
+    c = q.counts
+    return c.get("done", 0) + c.get("failed", 0) + c.get("skipped", 0)

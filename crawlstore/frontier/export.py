@@ -1,0 +1,315 @@
+"""A crawl's frontier as a stream of versioned records, and back: the complete form of its
+state, whatever the storage. Memory stays bounded: records are read and written a batch at a
+time.
+
+Records (dicts, msgpack-able), in this order:
+
+- ``{"type": "crawl", "v": 1, "name", "policy", "created", "totals"}``;
+- ``{"type": "queue", "key", "created", "delay", "cap", "blocked", "limit", "last",
+  "counts"}``, one a queue;
+- ``{"type": "url", "seed", "state", "queue", "order" | "at", "seq", "kind", "created",
+  "outcome"}``, one a URL: a seed in flight is exported as queued (at the front of its queue),
+  since its lease dies with the export;
+- ``{"type": "state", "namespace", "key", "value"}``: facades' state (tag pauses, trap budgets);
+- a store adds its seen set and validators (``store.export``);
+- ``{"type": "end", "counts"}``: how many records of each type came before, so that a stream
+  cut short is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import InvalidArgument, InvalidSeed, InvalidSnapshot
+from ..seed import Seed
+from . import spi
+from .policy import CrawlPolicy, check_cap, check_delay
+from .protocol import check_limit
+from .spi import CrawlRecord, QueueRecord, UrlRecord
+
+if TYPE_CHECKING:
+    from .core import CoreFrontier
+
+__all__ = ["EXPORT_VERSION", "export_frontier", "in_reader", "load_frontier", "with_end"]
+
+_T = TypeVar("_T")
+
+EXPORT_VERSION = 1
+#: Records written a transaction while loading.
+_BATCH = 1000
+
+
+def in_reader(storage: spi.Storage, make: Callable[[], Iterator[_T]]) -> Iterator[_T]:
+    """The items of ``make()``, each read in one reader of ``storage`` (one snapshot where the
+    storage keeps one), without holding it while the caller has an item: other reads and
+    writes of this thread or task go on meanwhile."""
+    reader = storage.reader()
+    try:
+        items = reader.run(make)
+        while True:
+            try:
+                item = reader.run(lambda: next(items))
+            except StopIteration:
+                return
+            yield item
+    finally:
+        reader.close()
+
+
+def with_end(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The records, then the end record that counts them by type (none for no records)."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record["type"]] = counts.get(record["type"], 0) + 1
+        yield record
+    if counts:
+        yield {"type": "end", "counts": counts}
+
+
+def export_frontier(core: CoreFrontier) -> Iterator[dict[str, Any]]:
+    """The crawl's frontier records, without the end record (one consistent read: the caller
+    iterates inside it)."""
+    storage = core.storage
+    crawl = core._existing()
+    if crawl is None:
+        return
+    totals = {k: v for k, v in storage.totals(crawl).items() if _exported(k) and v}
+    yield {
+        "type": "crawl",
+        "v": EXPORT_VERSION,
+        "name": crawl.name,
+        "policy": crawl.policy.to_record(),
+        "created": crawl.created,
+        "totals": totals,
+        **({} if crawl.settled else {"settled": False}),
+    }
+    after = None
+    while True:
+        page = storage.queues(crawl, after, 256)
+        for q in page:
+            yield {"type": "queue", "key": q.key, "created": q.created, "delay": q.delay,
+                   "cap": q.cap, "blocked": q.blocked, "limit": q.limit, "last": q.last,
+                   "counts": dict(q.counts)}  # fmt: skip
+        if len(page) < 256:
+            break
+        after = page[-1].key
+    for url in storage.iter_urls(crawl, None):
+        yield _url_record(url)
+    for namespace, key, value in storage.states(crawl):
+        yield {"type": "state", "namespace": namespace, "key": key, "value": value}
+
+
+_GAUGES = ("queued", "in_flight", "scheduled", "revisits")
+
+
+def _exported(counter: str) -> bool:
+    """The crawl's own counters (a storage may keep others beside them)."""
+    return (counter in spi.COUNTS or counter in _GAUGES or counter.startswith("refused:")
+            or counter in spi.FINISHED.values())  # fmt: skip
+
+
+def _url_record(url: UrlRecord) -> dict[str, Any]:
+    record: dict[str, Any] = {"type": "url", "seed": url.seed.to_record(), "state": url.state,
+                              "queue": url.queue, "kind": url.kind, "created": url.created,
+                              "outcome": list(url.outcome) if url.outcome else None}  # fmt: skip
+    if url.state == spi.QUEUED:
+        record["order"] = list(url.where)
+    elif url.state == spi.SCHEDULED:
+        record["at"], record["seq"] = url.where
+    elif url.state == spi.IN_FLIGHT:
+        record["state"] = spi.QUEUED  # its lease ends with the export: at the front again
+    return record
+
+
+def load_frontier(
+    core: CoreFrontier,
+    records: Iterable[dict[str, Any]],
+    other: Callable[[dict[str, Any]], object] | None = None,
+) -> None:
+    """Load frontier records into the core's crawl, which must hold nothing yet. Records of
+    other kinds go to ``other`` (a store loads its seen set and validators), or are refused."""
+    storage = core.storage
+    stream = iter(records)
+    header = next(stream, None)
+    if not isinstance(header, dict) or header.get("type") != "crawl":
+        raise InvalidSnapshot("an export starts with its crawl record")
+    if header.get("v") != EXPORT_VERSION:
+        raise InvalidSnapshot(f"export version {header.get('v')!r}; this reads {EXPORT_VERSION}")
+    try:
+        policy = CrawlPolicy.from_record(header["policy"])
+        totals = {k: int(v) for k, v in header["totals"].items() if _exported(k)}
+        created = float(header["created"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InvalidSnapshot(f"an export's crawl record is malformed: {exc!r}") from None
+
+    settled = header.get("settled", True) is not False
+    before: list[CrawlRecord | None] = []
+
+    def begin() -> CrawlRecord:
+        existing = core._existing()
+        if existing is not None and not _holds_nothing(core, existing):
+            raise InvalidArgument(f"crawl {core.name!r} is not empty: load into a new crawl")
+        before.append(None if existing is None else
+                      CrawlRecord(existing.name, existing.policy, existing.created))  # fmt: skip
+        crawl = existing or CrawlRecord(core.name, policy, created)
+        crawl.policy, crawl.created, crawl.settled = policy, created, settled
+        storage.save_crawl(crawl)
+        storage.add_totals(crawl, totals)
+        return crawl
+
+    crawl = storage.run(begin)
+    try:
+        _load_records(core, crawl, stream, other)
+    except BaseException:
+        core.delete_crawl()  # it held nothing before: a load that fails leaves no trace
+        old = before[0]
+        if old is not None:  # an empty crawl (a new InMemFrontier's) is as it was
+            storage.run(lambda: storage.save_crawl(old))
+        raise
+
+
+def _holds_nothing(core: CoreFrontier, crawl: CrawlRecord) -> bool:
+    """A crawl with no counts, queues or facade state (what a new frontier view makes)."""
+    storage = core.storage
+    totals = storage.totals(crawl)
+    return (not any(v for k, v in totals.items() if _exported(k))
+            and storage.queue_count(crawl) == 0
+            and next(storage.states(crawl), None) is None)  # fmt: skip
+
+
+def _load_records(
+    core: CoreFrontier,
+    crawl: CrawlRecord,
+    stream: Iterator[Any],
+    other: Callable[[dict[str, Any]], object] | None,
+) -> None:
+    storage = core.storage
+    queues: dict[str, QueueRecord] = {}
+    batch: list[dict[str, Any]] = []
+    counts = {"crawl": 1}
+    end: dict[str, Any] | None = None
+    for record in stream:
+        kind = record.get("type") if isinstance(record, dict) else None
+        if kind == "end":
+            end = record
+            break
+        counts[str(kind)] = counts.get(str(kind), 0) + 1
+        if kind in ("queue", "url", "state"):
+            batch.append(record)
+            if len(batch) >= _BATCH:
+                storage.run(functools.partial(_load, core, crawl, queues, batch))
+                batch = []
+        else:
+            if batch:
+                storage.run(functools.partial(_load, core, crawl, queues, batch))
+                batch = []
+            if other is None:
+                raise InvalidSnapshot(f"an export record of an unknown kind: {kind!r}")
+            other(record)
+    if batch:
+        storage.run(functools.partial(_load, core, crawl, queues, batch))
+    storage.run(functools.partial(_place_all, core, crawl, queues))
+    if end is None:
+        raise InvalidSnapshot("the export ends before its end record: it was cut short")
+    if end.get("counts") != counts:
+        raise InvalidSnapshot(
+            f"the export's end record counts {end.get('counts')!r}, but {counts!r} came"
+        )
+
+
+def _load(
+    core: CoreFrontier,
+    crawl: CrawlRecord,
+    queues: dict[str, QueueRecord],
+    batch: list[dict[str, Any]],
+) -> None:
+    storage = core.storage
+    try:
+        for record in batch:
+            kind = record["type"]
+            if kind == "queue":
+                q = QueueRecord(record["key"], float(record["created"]))
+                if not isinstance(q.key, str):
+                    raise TypeError(f"a queue key is a str: {q.key!r}")
+                q.delay = check_delay("delay", record["delay"])
+                q.cap = check_cap(record["cap"])  # type: ignore[assignment]
+                q.limit = None if record["limit"] is None else check_limit(record["limit"])
+                q.blocked, q.last = float(record["blocked"]), float(record["last"])
+                q.counts = {k: int(v) for k, v in record["counts"].items()}
+                storage.save_queue(crawl, q, None)
+                queues[q.key] = q
+            elif kind == "url":
+                _load_url(core, crawl, queues, record)
+            else:
+                storage.state(crawl, record["namespace"])[record["key"]] = record["value"]
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, InvalidArgument,
+            InvalidSeed) as exc:  # fmt: skip
+        raise InvalidSnapshot(f"an export record is malformed: {exc!r}") from None
+
+
+def _load_url(
+    core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRecord], record: dict[str, Any]
+) -> None:
+    storage = core.storage
+    seed = Seed.from_record(record["seed"])
+    q = queues.get(record["queue"])
+    if q is None:
+        q = queues[record["queue"]] = core._queue(crawl, record["queue"], float(record["created"]))
+    outcome = _outcome(record.get("outcome"))
+    url = UrlRecord(seed.fingerprint, seed, record["state"], q.key, None,
+                    float(record["created"]), outcome, record.get("kind"))  # fmt: skip
+    state = record["state"]
+    if state == spi.QUEUED:
+        order = record.get("order")
+        if order is None:  # it was in flight: the front of its queue
+            rank = 2**31 - 1 - seed.priority if crawl.policy.order == "priority" else 0
+            order = [rank, 0, storage.next_seq(crawl)]
+        rank, cls, seq = (int(part) for part in order)
+        if not (0 <= rank < 2**32 and cls in (0, 1) and 0 <= seq < 2**64):
+            raise ValueError(f"a queue place out of range: {order!r}")
+        url.where = (rank, cls, seq)
+        if crawl.policy.order == "lifo" and cls == 1:
+            seq = 2**64 - 1 - seq  # a pushed seed of a lifo crawl: its place counts down
+        storage.advance_seq(crawl, seq)
+        storage.enqueue(crawl, q, url.where, url.fp)
+        q.queued += 1
+    elif state == spi.SCHEDULED:
+        at = float(record["at"])
+        url.where = (at, int(record["seq"]))
+        if not (math.isfinite(at) and 0 <= url.where[1] < 2**63):
+            raise ValueError(f"a schedule out of range: {record['at']!r}, {record['seq']!r}")
+        storage.advance_seq(crawl, url.where[1])
+        storage.schedule(crawl, q, url.where, url.fp)
+        q.scheduled += 1
+        q.revisits += url.kind == spi.REVISIT
+        q.due_at = at if q.due_at is None else min(q.due_at, at)
+    elif state not in (spi.DONE, spi.FAILED, spi.SKIPPED):
+        raise InvalidSnapshot(f"an export names an unknown URL state: {state!r}")
+    storage.save_url(crawl, q, url)
+
+
+def _outcome(record: Any) -> tuple[float, int | None, str | None, str] | None:
+    """A URL's last outcome from its export: time, status, reason, final state."""
+    if not record:
+        return None
+    when, status, reason, state = record
+    if state not in spi.FINISHED or not (status is None or isinstance(status, int)):
+        raise ValueError(f"an outcome is time, status, reason, final state: {record!r:.100}")
+    return float(when), status, None if reason is None else str(reason), state
+
+
+def _place_all(core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRecord]) -> None:
+    """Put every loaded queue in the crawl's index, and the totals' gauges in line with what
+    was loaded (seeds that were in flight are queued now)."""
+    now = core.clock()
+    gauges = {"queued": 0, "in_flight": 0, "scheduled": 0, "revisits": 0}
+    for q in queues.values():
+        gauges["queued"] += q.queued
+        gauges["scheduled"] += q.scheduled
+        gauges["revisits"] += q.revisits
+        core._place(crawl, q, now)
+    totals = core.storage.totals(crawl)
+    core.storage.add_totals(crawl, {k: v - totals.get(k, 0) for k, v in gauges.items()})

@@ -1,0 +1,301 @@
+"""The queue and URL operations of the frontier core: listing, reading and setting queues,
+deleting a queue or the crawl, the status of a URL, listing, counting and purging URLs. Each
+reads or writes only the queue or crawl it names; counts come from counters, not scans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..errors import InvalidArgument
+from ..seed import Seed
+from ..url import Fingerprint
+from . import spi
+from .base import _UNSET
+from .policy import check_cap, check_delay
+from .protocol import LastOutcome, QueueInfo, URLStatus, check_limit, check_time
+from .spi import IN_FLIGHT, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
+
+if TYPE_CHECKING:
+    from .core import CoreFrontier
+
+__all__ = ["count", "delete_crawl", "delete_queue", "purge", "queue", "queues", "scan",
+           "set_queue", "url", "urls"]  # fmt: skip
+
+
+# -- queues ---------------------------------------------------------------------------------
+
+
+def _info(q: QueueRecord) -> QueueInfo:
+    counts = {name: n for name, n in q.counts.items() if name in spi.COUNTS}
+    return QueueInfo(q.key, q.queued, q.in_flight, q.scheduled, q.last, q.blocked, q.delay,
+                     q.cap, q.limit, q.created, counts)  # fmt: skip
+
+
+def queue(core: CoreFrontier, key: str) -> QueueInfo | None:
+    if not isinstance(key, str):
+        raise TypeError(f"a queue key is a str, not {type(key).__name__}: {key!r:.100}")
+
+    def _read() -> QueueInfo | None:
+        crawl = core._existing()
+        q = core.storage.queue(crawl, key) if crawl is not None else None
+        return _info(q) if q is not None else None
+
+    return core.storage.view(_read)
+
+
+def queues(core: CoreFrontier, *, after: str | None = None, limit: int = 100) -> list[QueueInfo]:
+    check_limit(limit)
+
+    def _read() -> list[QueueInfo]:
+        crawl = core._existing()
+        if crawl is None:
+            return []
+        return [_info(q) for q in core.storage.queues(crawl, after, limit)]
+
+    return core.storage.view(_read)
+
+
+def set_queue(
+    core: CoreFrontier,
+    key: str,
+    *,
+    delay: float | None = _UNSET,
+    max_in_flight: int | None = _UNSET,
+    blocked_until: float = _UNSET,
+    limit: int | None = _UNSET,
+) -> QueueInfo:
+    if not isinstance(key, str):
+        raise TypeError(f"a queue key is a str, not {type(key).__name__}: {key!r:.100}")
+    if delay is not _UNSET:
+        check_delay("delay", delay)
+    if max_in_flight is not _UNSET:
+        check_cap(max_in_flight)
+    if blocked_until is not _UNSET:
+        check_time("blocked_until", blocked_until)
+    if limit is not _UNSET and limit is not None:
+        check_limit(limit)
+
+    def _write() -> QueueInfo:
+        crawl = core._crawl_for_write()
+        now = core._clock()
+        q = core._queue(crawl, key, now)
+        if delay is not _UNSET:
+            q.delay = delay
+        if max_in_flight is not _UNSET:
+            q.cap = max_in_flight
+        if blocked_until is not _UNSET:
+            q.blocked = blocked_until
+        if limit is not _UNSET:
+            q.limit = limit
+        core._place(crawl, q, now, rotate=True)
+        return _info(q)
+
+    return core.storage.run(_write)
+
+
+def delete_queue(core: CoreFrontier, key: str) -> int:
+    def _write() -> int:
+        crawl = core._existing()
+        q = core.storage.queue(crawl, key) if crawl is not None else None
+        if crawl is None or q is None:
+            return 0
+        finished = {name: -q.counts.get(name, 0) for name in spi.FINISHED.values()}
+        core._count(crawl, None, queued=-q.queued, in_flight=-q.in_flight,
+                    scheduled=-q.scheduled, revisits=-q.revisits, **finished)  # fmt: skip
+        return core.storage.delete_queue(crawl, q)
+
+    return core.storage.run(_write)
+
+
+def delete_crawl(core: CoreFrontier) -> int:
+    """Remove the crawl and everything it holds; how many URLs it knew."""
+
+    def _write() -> int:
+        crawl = core._existing()
+        if crawl is None:
+            return 0
+        removed = core.storage.delete_crawl(crawl)
+        core._pending = CrawlRecord(core.name, crawl.policy, 0.0)
+        core._crawl = None
+        return removed
+
+    return core.storage.run(_write)
+
+
+# -- URLs -----------------------------------------------------------------------------------
+
+
+def _status(core: CoreFrontier, url: UrlRecord, crawl: CrawlRecord) -> URLStatus:
+    at = None
+    if url.state == IN_FLIGHT:
+        lease = core.storage.get_lease(crawl, url.where)
+        at = lease.expires if lease is not None else None
+    elif url.state == SCHEDULED:
+        at = url.where[0]
+    outcome = None
+    if url.outcome is not None:
+        when, status, reason, finished = url.outcome
+        outcome = LastOutcome(when, finished, status, reason)
+    return URLStatus(url.seed.url, Fingerprint(url.fp), url.state, url.queue, at, url.kind,
+                     url.created, outcome, url.seed)  # fmt: skip
+
+
+def url(core: CoreFrontier, url: str | bytes) -> URLStatus:
+    if isinstance(url, str):
+        seed = Seed.get(url)
+        fp, shown = seed.fingerprint, seed.url
+    elif isinstance(url, bytes) and len(url) == 16:
+        fp, shown = Fingerprint(url), ""
+    else:
+        raise TypeError(f"a URL (str) or a fingerprint (16 bytes): {url!r:.100}")
+
+    def _read() -> URLStatus:
+        crawl = core._existing()
+        record = core.storage.url(crawl, fp) if crawl is not None else None
+        if record is None:
+            return URLStatus(shown, fp, "unknown")
+        return _status(core, record, crawl)  # type: ignore[arg-type]
+
+    return core.storage.view(_read)
+
+
+def scan(
+    core: CoreFrontier, crawl: CrawlRecord, queue: str | None, after: bytes | None
+) -> Iterator[UrlRecord]:
+    q = None
+    if queue is not None:
+        q = core.storage.queue(crawl, queue)
+        if q is None:
+            return
+    if after is None:
+        yield from core.storage.iter_urls(crawl, q)
+        return
+    while True:
+        page = core.storage.urls(crawl, q, after, 256)
+        yield from page
+        if len(page) < 256:
+            return
+        after = page[-1].fp
+
+
+def urls(
+    core: CoreFrontier,
+    *,
+    queue: str | None = None,
+    state: str | None = None,
+    contains: str | None = None,
+    after: bytes | None = None,
+    limit: int = 100,
+) -> list[URLStatus]:
+    check_limit(limit)
+    if state is not None and state not in STATES:
+        raise InvalidArgument(f"no URL state {state!r}: one of {sorted(STATES)}")
+    out: list[URLStatus] = []
+
+    def _read() -> list[URLStatus]:
+        crawl = core._existing()
+        if crawl is None:
+            return out
+        for url in scan(core, crawl, queue, after):
+            if (state is None or url.state == state) and (
+                contains is None or contains in url.seed.url
+            ):
+                out.append(_status(core, url, crawl))
+                if len(out) >= limit:
+                    break
+        return out
+
+    return core.storage.view(_read)
+
+
+def count(
+    core: CoreFrontier,
+    *,
+    queue: str | None = None,
+    state: str | None = None,
+    contains: str | None = None,
+) -> int:
+    def _read() -> int:
+        crawl = core._existing()
+        if crawl is None:
+            return 0
+        if contains is None:
+            if queue is not None:
+                q = core.storage.queue(crawl, queue)
+                c: dict[str, int] = _queue_counts(q) if q is not None else {}
+            else:
+                c = core.storage.totals(crawl)
+            return _count_of(c, state)
+        return sum(
+            1
+            for url in scan(core, crawl, queue, None)
+            if (state is None or url.state == state) and contains in url.seed.url
+        )
+
+    return core.storage.view(_read)
+
+
+def purge(core: CoreFrontier, *, before: float, queue: str | None = None) -> int:
+    """Forget the URLs first admitted before ``before``, a batch of them a write unit, so that
+    memory stays bounded at any size (inside a transaction, the batches join it)."""
+    check_time("before", before)
+    after: bytes | None = None
+    total = 0
+
+    def _batch() -> tuple[int, bytes | None]:
+        crawl = core._existing()
+        if crawl is None:
+            return 0, None
+        now = core._clock()
+        scanned: list[UrlRecord] = []
+        for url in scan(core, crawl, queue, after):
+            scanned.append(url)
+            if len(scanned) >= _PURGE_BATCH:
+                break
+        queues: dict[str, QueueRecord] = {}
+        gone = [url for url in scanned if url.created < before]
+        for url in gone:
+            q = queues.get(url.queue) or queues.setdefault(
+                url.queue, core._queue(crawl, url.queue, now)
+            )
+            if url.state == IN_FLIGHT:
+                lease = core.storage.get_lease(crawl, url.where)
+                if lease is not None:
+                    core._end(crawl, q, lease)
+            core._unplace(crawl, q, url)
+            core.storage.delete_url(crawl, url)
+        for q in queues.values():
+            core._place(crawl, q, now)
+        last = scanned[-1].fp if len(scanned) >= _PURGE_BATCH else None
+        return len(gone), last
+
+    while True:
+        removed, after = core.storage.run(_batch)
+        total += removed
+        if after is None:
+            return total
+
+
+#: URL records a purge reads in one write unit.
+_PURGE_BATCH = 1000
+
+
+def _queue_counts(q: QueueRecord) -> dict[str, int]:
+    return {**q.counts, "queued": q.queued, "in_flight": q.in_flight, "scheduled": q.scheduled}
+
+
+def _count_of(c: dict[str, int], state: str | None) -> int:
+    """URLs in ``state`` (None: all), from a queue's or the crawl's gauges."""
+    if state is None:
+        return sum(c.get(name, 0) for name in (*_ACTIVE_GAUGES, *spi.FINISHED.values()))
+    if state in spi.FINISHED:
+        return c.get(spi.FINISHED[state], 0)
+    if state in _ACTIVE_GAUGES:
+        return c.get(state, 0)
+    raise InvalidArgument(f"no URL state {state!r}: one of {sorted(STATES)}")
+
+
+_ACTIVE_GAUGES = ("queued", "in_flight", "scheduled")
+STATES = frozenset((*_ACTIVE_GAUGES, *spi.FINISHED))

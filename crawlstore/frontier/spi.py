@@ -1,0 +1,329 @@
+"""The storage interface under the frontier core: records, and the operations a storage offers.
+
+A storage keeps data and makes no policy decision: the core (``frontier/core.py``) reads what
+it needs, decides, and writes the outcome, all inside one of the storage's write units. Every
+operation names one crawl and, below the crawl, one queue: a storage sharded by (crawl, queue)
+can run each one where that queue lives. What spans queues is the crawl's index of queues by
+their next event (a queue is due when it may hand out a seed, a schedule falls due or a lease
+expires), its totals, and listings.
+
+Storages in this package: ``frontier.memory.MemoryStorage`` and the store's ``LmdbStorage``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import msgpack
+
+from ..errors import CorruptRecord
+from ..seed import Seed
+from .policy import CrawlPolicy, Defaults
+
+__all__ = [
+    "ACTIVE",
+    "Capabilities",
+    "CrawlRecord",
+    "LeaseRecord",
+    "QueueRecord",
+    "Storage",
+    "UrlRecord",
+]
+
+_T = TypeVar("_T")
+
+#: URL states: waiting in a queue, handed out, waiting for a time; and the final ones.
+QUEUED, IN_FLIGHT, SCHEDULED = "queued", "in_flight", "scheduled"
+DONE, FAILED, SKIPPED = "done", "failed", "skipped"
+ACTIVE = frozenset({QUEUED, IN_FLIGHT, SCHEDULED})
+#: Kinds of schedule: a retry, a seed parked while its tag pauses, a revisit.
+RETRY, PAUSE, REVISIT = "retry", "pause", "revisit"
+#: The counters a queue keeps, beside its gauges (queued, in flight, scheduled, revisits).
+COUNTS = ("admitted", "popped", "done", "failed", "skipped", "retried", "unchanged",
+          "cancelled", "requeued")  # fmt: skip
+#: Gauges of the URLs whose visit ended, by how (a queue's and the crawl's): what
+#: ``count(state="done")`` reads. ``done`` above counts reports, a revisited URL at each visit.
+FINISHED = {DONE: "urls:done", FAILED: "urls:failed", SKIPPED: "urls:skipped"}
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a storage offers beyond the shared core, so that callers test a capability, never
+    the storage's kind."""
+
+    #: Survives the process (a file, a server); False in memory.
+    persistent: bool
+    #: A transaction spans every view (frontier, seen set, validators) of the storage.
+    atomic_views: bool
+    #: What a commit promises: "memory", "os" (survives a killed process), "disk" (a power loss).
+    durability: str
+    #: Several processes can share it.
+    shared: bool
+
+
+class CrawlRecord:
+    """A crawl: its name, its policy, when it was created; ``ref`` is the storage's own.
+    ``settled`` is False while the policy is not fixed yet: a crawl a seen set or validators
+    created by their first write takes the policy of its frontier's first write."""
+
+    __slots__ = ("created", "name", "policy", "ref", "settled")
+
+    def __init__(
+        self,
+        name: str,
+        policy: CrawlPolicy,
+        created: float,
+        ref: Any = None,
+        *,
+        settled: bool = True,
+    ) -> None:
+        self.name, self.policy, self.created, self.ref = name, policy, created, ref
+        self.settled = settled
+
+
+class QueueRecord:
+    """A queue of one crawl: its overrides, its gauges and counters, and the lower bounds of its
+    earliest schedule and lease expiry. ``event`` is the time the crawl's index holds it at
+    (None: not indexed); ``ref`` is the storage's own."""
+
+    __slots__ = ("blocked", "cap", "counts", "created", "delay", "due_at", "event",
+                 "expiry_at", "in_flight", "key", "last", "limit", "queued", "ref", "revisits",
+                 "scheduled", "stale")  # fmt: skip
+
+    def __init__(self, key: str, created: float) -> None:
+        self.key = key
+        self.created = created
+        self.delay: float | None = None
+        self.cap: int | None = None
+        self.blocked = 0.0
+        self.limit: int | None = None
+        self.last = float("-inf")
+        self.queued = self.in_flight = self.scheduled = self.revisits = 0
+        self.counts: dict[str, int] = {}
+        self.due_at: float | None = None
+        self.expiry_at: float | None = None
+        self.event: float | None = None
+        self.ref: Any = None
+        #: Whether ``expiry_at`` may be too early (the earliest lease ended): the core reads it
+        #: again once, before it stores the queue. Not stored.
+        self.stale = False
+
+    def copy(self) -> QueueRecord:
+        new = QueueRecord.from_record(self.to_record(), self.ref)
+        new.counts = dict(self.counts)
+        new.stale = self.stale
+        return new
+
+    def to_record(self) -> list[Any]:
+        return [self.key, self.created, self.delay, self.cap, self.blocked, self.limit,
+                self.last, self.queued, self.in_flight, self.scheduled, self.revisits,
+                self.counts, self.due_at, self.expiry_at, self.event]  # fmt: skip
+
+    @classmethod
+    def from_record(cls, record: list[Any], ref: Any = None) -> QueueRecord:
+        new = cls.__new__(cls)
+        (new.key, new.created, new.delay, new.cap, new.blocked, new.limit, new.last,
+         new.queued, new.in_flight, new.scheduled, new.revisits, new.counts, new.due_at,
+         new.expiry_at, new.event) = record  # fmt: skip
+        new.ref = ref
+        new.stale = False
+        return new
+
+
+class UrlRecord:
+    """A URL of a crawl, by fingerprint: its seed, its queue, where it is (``where``: its
+    entry in the queue, its lease's token, or its schedule), when it was first admitted, and
+    how its last visit ended (``outcome``: time, status code, reason, final state).
+
+    A storage may hand over the seed still packed (``packed``: the msgpack of its record): it
+    is decoded when first read, and a record saved with its seed unread keeps those bytes."""
+
+    __slots__ = ("_packed", "_seed", "created", "fp", "kind", "outcome", "queue", "ref",
+                 "state", "where")  # fmt: skip
+
+    def __init__(
+        self,
+        fp: bytes,
+        seed: Seed | None,
+        state: str,
+        queue: str,
+        where: Any,
+        created: float,
+        outcome: tuple[float, int | None, str | None, str] | None = None,
+        kind: str | None = None,
+        *,
+        packed: bytes | None = None,
+    ) -> None:
+        self.fp, self._seed, self.state, self.queue = fp, seed, state, queue
+        self.where, self.created, self.outcome, self.kind = where, created, outcome, kind
+        self._packed = packed
+        self.ref: Any = None
+
+    @property
+    def seed(self) -> Seed:
+        seed = self._seed
+        if seed is None:
+            try:
+                seed = Seed._trusted(msgpack.unpackb(self._packed, raw=False), self.fp)
+            except Exception as exc:
+                raise CorruptRecord(
+                    f"urls record of {bytes(self.fp).hex()} holds a seed that does not decode: "
+                    f"{exc!r}"
+                ) from None
+            self._seed = seed
+        return seed
+
+    @seed.setter
+    def seed(self, seed: Seed) -> None:
+        self._seed, self._packed = seed, None
+
+    def packed_seed(self) -> bytes:
+        """The seed's record as msgpack (the bytes it was read as, when unchanged)."""
+        if self._packed is None:
+            self._packed = msgpack.packb(self.seed.to_record(), use_bin_type=True)
+        return self._packed
+
+    def copy(self) -> UrlRecord:
+        new = UrlRecord(self.fp, self._seed, self.state, self.queue, self.where, self.created,
+                        self.outcome, self.kind, packed=self._packed)  # fmt: skip
+        new.ref = self.ref
+        return new
+
+
+class LeaseRecord:
+    """A seed handed out: its token, URL, queue, expiry and holder (pid, process start)."""
+
+    __slots__ = ("expires", "fp", "owner", "queue", "token")
+
+    def __init__(
+        self, token: bytes, fp: bytes, queue: str, expires: float, owner: tuple[int, int]
+    ) -> None:
+        self.token, self.fp, self.queue, self.expires, self.owner = (
+            token, fp, queue, expires, owner)  # fmt: skip
+
+
+class Reader(Protocol):
+    """A storage's reads across calls (``Storage.reader``); closed when done."""
+
+    def run(self, operation: Callable[[], _T]) -> _T: ...
+    def close(self) -> None: ...
+
+
+class Storage(Protocol):
+    """What the core needs of a storage. Every method but ``run``, ``view`` and
+    ``transaction`` is called inside one of them; the ones that change data inside ``run``."""
+
+    capabilities: Capabilities
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` as one atomic write unit (it joins the caller's open transaction;
+        a storage may run it again from the start, after growing, say)."""
+
+    def view(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` as one consistent read (in the caller's open transaction, if
+        any)."""
+
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
+        """The users' grouping of operations into one atomic step."""
+
+    def reader(self) -> Reader:
+        """Reads across calls, for an export: one snapshot where the storage can keep one."""
+
+    # -- crawls ---------------------------------------------------------------------------------
+
+    def defaults(self) -> Defaults: ...
+    def save_defaults(self, defaults: Defaults) -> None: ...
+    def crawl(self, name: str) -> CrawlRecord | None: ...
+    def save_crawl(self, crawl: CrawlRecord) -> None:
+        """Create the crawl (its ``ref`` is then set) or store its changed policy."""
+
+    def crawls(self) -> list[str]: ...
+    def delete_crawl(self, crawl: CrawlRecord) -> int:
+        """Remove the crawl and everything it holds; the URLs it knew."""
+
+    def totals(self, crawl: CrawlRecord) -> dict[str, int]: ...
+    def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None: ...
+    def next_seq(self, crawl: CrawlRecord) -> int:
+        """A number unique in the crawl, and larger than every one before."""
+
+    def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
+        """Make every later ``next_seq`` larger than ``at_least`` (loading an export)."""
+
+    def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]: ...
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
+        """Every facade state entry of the crawl: (namespace, key, value)."""
+
+    # -- queues ---------------------------------------------------------------------------------
+
+    def queue(self, crawl: CrawlRecord, key: str) -> QueueRecord | None: ...
+    def save_queue(self, crawl: CrawlRecord, queue: QueueRecord, event: float | None,
+                   rotate: bool = False) -> None:  # fmt: skip
+        """Store the queue (creating it when new) and index it at ``event`` (None: not at all).
+        At the time it is indexed at already it keeps its place, unless ``rotate``: then it goes
+        behind the queues indexed at that time."""
+
+    def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
+        """The crawl's queues in key order, from the first key after ``after``."""
+
+    def queue_count(self, crawl: CrawlRecord) -> int: ...
+    def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
+        """Up to ``limit`` queues indexed at ``now`` or before, earliest first."""
+
+    def next_event(self, crawl: CrawlRecord) -> float | None: ...
+    def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
+        """Remove the queue with its entries, leases, schedule and URLs; how many URLs."""
+
+    # -- a queue's entries, leases and schedule -------------------------------------------------
+
+    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
+                fp: bytes) -> None:  # fmt: skip
+        """Add an entry at ``order`` (rank, class, sequence: unique in the crawl)."""
+
+    def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
+        """Take up to ``n`` entries from the head; their fingerprints."""
+
+    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
+        """Remove the entry at ``order``."""
+
+    def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
+        """Store a lease; its ``token`` is set here."""
+
+    def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None: ...
+    def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None: ...
+    def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None: ...
+    def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
+        """The queue's leases that expired at ``now``."""
+
+    def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None: ...
+    def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
+        """Every lease of the crawl (for a look at who holds them)."""
+
+    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
+                 fp: bytes) -> None:  # fmt: skip
+        """Schedule ``fp`` at ``when`` (a time, and a sequence unique in the crawl)."""
+
+    def unschedule(
+        self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]
+    ) -> None: ...
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
+        """Remove and return the queue's schedules due at ``now``, earliest first: (when,
+        fingerprint)."""
+
+    def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None: ...
+
+    # -- URLs -----------------------------------------------------------------------------------
+
+    def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None: ...
+    def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
+        """Store the URL, of ``queue`` (stored already)."""
+
+    def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None: ...
+    def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
+             limit: int) -> list[UrlRecord]:  # fmt: skip
+        """URLs of the crawl, or of one queue, in fingerprint order after ``after``."""
+
+    def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
+        """Every URL of the crawl, or of one queue, in fingerprint order (inside ``read``)."""

@@ -1,0 +1,153 @@
+"""A store crawl's export: its frontier's records, then its seen set (exact or Bloom) and its
+validators, then an end record that counts what came before; and loading one back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import lmdb
+
+from ..errors import InvalidArgument, InvalidSnapshot
+from ..frontier.export import export_frontier, in_reader, with_end
+from . import keys
+from .codec import pack, scan, unpack
+from .context import WriteContext
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .frontier import StoreFrontier
+    from .storage import LmdbStorage
+
+__all__ = ["export_store", "load_store"]
+
+#: Fingerprints a seen record carries.
+_SEEN_BATCH = 4096
+_WRITE_BATCH = 1000
+
+
+def export_store(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+    return in_reader(storage, lambda: with_end(_records(storage, frontier)))
+
+
+def _records(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+    yield from export_frontier(frontier.core)
+    prefix = storage.crawl_key(frontier.core.name)
+    if prefix is None:
+        return  # no such crawl
+    txn, dbs = storage.txn(), storage.dbs
+    yield from _seen(txn, dbs, prefix)
+    yield from _bloom(txn, dbs, prefix)
+    for key, raw in scan(txn, dbs["validators"], prefix):
+        etag, last_modified, stored_at = unpack("validators", key, raw)
+        yield {"type": "validator", "fp": key[4:], "etag": etag,
+               "last_modified": last_modified, "stored_at": stored_at}  # fmt: skip
+
+
+def _seen(txn: lmdb.Transaction, dbs: dict[str, Any], prefix: bytes) -> Iterator[dict[str, Any]]:
+    cursor = txn.cursor(db=dbs["seen"])
+    if not cursor.set_key(prefix):
+        return
+    batch: list[bytes] = []
+    for fp in cursor.iternext_dup():
+        batch.append(bytes(fp))
+        if len(batch) >= _SEEN_BATCH:
+            yield {"type": "seen", "fps": batch}
+            batch = []
+    if batch:
+        yield {"type": "seen", "fps": batch}
+
+
+def _bloom(txn: lmdb.Transaction, dbs: dict[str, Any], prefix: bytes) -> Iterator[dict[str, Any]]:
+    for key, raw in scan(txn, dbs["bloom"], prefix):
+        if key[4:5] == b"\x00":
+            yield {"type": "bloom", "params": unpack("bloom", key, raw)}
+        else:
+            yield {"type": "bloom_chunk", "chunk": keys.read_u32(key, 5), "bits": raw}
+
+
+def load_store(
+    storage: LmdbStorage,
+    frontier_of: Callable[[str], StoreFrontier],
+    records: Iterable[dict[str, Any]],
+    crawl: str | None,
+) -> str:
+    """Load an export into a crawl (the export's own name unless ``crawl``), which must hold
+    nothing yet; the crawl's name."""
+    stream = iter(records)
+    header = next(stream, None)
+    if not isinstance(header, dict) or header.get("type") != "crawl":
+        raise InvalidSnapshot("an export starts with its crawl record")
+    name = crawl or header.get("name")
+    if not isinstance(name, str):
+        raise InvalidSnapshot(f"an export names its crawl: {name!r}")
+
+    def exists() -> bool:
+        prefix = storage.crawl_key(name)
+        return prefix is not None and (
+            any(storage.totals_of(prefix).values())
+            or storage.get("bloom", prefix + b"\x00") is not None
+        )
+
+    if storage.view(exists):  # its seen set, validators or frontier hold something
+        raise InvalidArgument(f"crawl {name!r} is not empty: load into a new crawl")
+    frontier = frontier_of(name)
+    pending: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if pending:
+            batch = list(pending)
+            pending.clear()
+            storage.run_ctx(lambda ctx: _write(ctx, _prefix(storage, name), batch))
+
+    def other(record: Any) -> None:
+        kind = record.get("type") if isinstance(record, dict) else None
+        if kind not in ("seen", "bloom", "bloom_chunk", "validator"):
+            raise InvalidSnapshot(f"an export record of an unknown kind: {record!r:.100}")
+        pending.append(record)
+        if len(pending) >= _WRITE_BATCH:
+            flush()
+
+    def stream_then_flush() -> Iterator[dict[str, Any]]:
+        yield header
+        for record in stream:
+            if isinstance(record, dict) and record.get("type") == "end":
+                flush()  # before the frontier checks the end record, and so inside its undo
+            yield record
+
+    frontier.load(stream_then_flush(), other)
+    return name
+
+
+def _prefix(storage: LmdbStorage, name: str) -> bytes:
+    prefix = storage.crawl_key(name)  # the frontier's load created the crawl
+    assert prefix is not None
+    return prefix
+
+
+def _write(ctx: WriteContext, prefix: bytes, batch: list[dict[str, Any]]) -> None:
+    dbs = ctx.dbs
+    counters = ctx.counters(prefix)
+    try:
+        for record in batch:
+            kind = record["type"]
+            if kind == "seen":
+                for fp in record["fps"]:
+                    if len(fp) != 16:
+                        raise ValueError(f"a fingerprint is 16 bytes: {fp!r}")
+                    if ctx.txn.put(prefix, bytes(fp), db=dbs["seen"], dupdata=False):
+                        counters["seen"] += 1
+            elif kind == "bloom":
+                ctx.put_record("bloom", prefix + b"\x00", record["params"])
+            elif kind == "bloom_chunk":
+                key = prefix + b"\x01" + keys.u32(int(record["chunk"]))
+                ctx.txn.put(key, bytes(record["bits"]), db=dbs["bloom"])
+            else:
+                fp = bytes(record["fp"])
+                existed = ctx.txn.get(prefix + fp, db=dbs["validators"]) is not None
+                value = pack([record["etag"], record["last_modified"], record["stored_at"]])
+                ctx.txn.put(prefix + fp, value, db=dbs["validators"])
+                counters["validators"] += not existed
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidSnapshot(f"an export record is malformed: {exc!r}") from None

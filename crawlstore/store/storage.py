@@ -1,0 +1,691 @@
+"""``LmdbStorage``: the frontier's storage interface over a store's LMDB environment.
+
+Every key starts with the crawl's 4-byte id; a queue's own keys continue with its 4-byte id, so
+that a queue's entries, leases, expiries, schedule and URL list are each one key range.
+
+| table | key | value |
+|---|---|---|
+| ``crawls`` | crawl name | id, policy, creation time |
+| ``queues`` | crawl / crawl, queue | the crawl's totals / the queue's record |
+| ``qnames`` | crawl, queue key (a digest when long) | queue id |
+| ``ready`` | crawl, event (ms), sequence | queue id: the crawl's index of queues |
+| ``pending`` | crawl, queue, rank, class, sequence | fingerprint |
+| ``leases`` | crawl, queue, sequence | fingerprint, expiry, holder pid and start, nonce |
+| ``expiries`` | crawl, queue, expiry (ms), sequence | nothing |
+| ``schedule`` | crawl, queue, due (ms), sequence | fingerprint |
+| ``urls`` | crawl, fingerprint | state, queue, place, created, outcome, kind, seed |
+| ``queue_urls`` | crawl, queue, fingerprint | nothing |
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import lmdb
+
+from ..errors import CorruptRecord, StoreError
+from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
+from ..frontier.spi import (
+    ACTIVE,
+    DONE,
+    FAILED,
+    SKIPPED,
+    Capabilities,
+    CrawlRecord,
+    LeaseRecord,
+    QueueRecord,
+    UrlRecord,
+)
+from ..url import Fingerprint
+from . import keys
+from .codec import pack, scan, unpack
+from .context import COUNTERS
+from .engine import Durability
+from .state import StoreStateMap
+
+if TYPE_CHECKING:
+    from .context import WriteContext
+    from .engine import Engine
+
+__all__ = ["LmdbStorage"]
+
+_T = TypeVar("_T")
+STATES = ACTIVE | {DONE, FAILED, SKIPPED}
+_ORDER = struct.Struct(">IBQ")
+_LEASE = struct.Struct(">16sdqq4s")  # fingerprint, expiry, holder pid and start, nonce
+_U32 = struct.Struct(">I")
+_MS_SEQ = struct.Struct(">QQ")
+#: Tables whose records a write transaction caches and writes back at its end: a cursor on
+#: one reads what was flushed.
+_WRITE_BACK = frozenset({"meta", "crawls", "queues", "bloom"})
+#: Tables whose keys start with a crawl's id (deleting a crawl clears its range in each).
+CRAWL_TABLES = ("queues", "qnames", "ready", "pending", "leases", "expiries", "schedule",
+                "urls", "queue_urls", "bloom", "validators", "state")  # fmt: skip
+
+
+def _ms_up(t: float) -> int:
+    """A time as whole milliseconds, rounded up: an entry keyed by it is never early."""
+    if 0 <= t < 1e15:
+        return math.ceil(t * 1000)
+    return 0 if t < 0 else keys.U64_MAX
+
+
+def _memo(decode: Callable[[Any], _T]) -> Callable[[dict[str, Any]], _T]:
+    """``decode`` of a small record, memoised by its contents (policies: frozen values, read
+    at every unit)."""
+    cached = functools.lru_cache(maxsize=256)(lambda items: decode(dict(items)))
+
+    def read(record: dict[str, Any]) -> _T:
+        try:
+            return cached(tuple(sorted(record.items())))
+        except TypeError:  # an unhashable value: a damaged record, decoded to say so
+            return decode(record)
+
+    return read
+
+
+_policy = _memo(CrawlPolicy.from_record)
+_defaults = _memo(Defaults.from_record)
+
+
+def decode_url(key: bytes, raw: bytes) -> UrlRecord:
+    """A URL record (``CorruptRecord`` naming the key when it is not one); its seed is decoded
+    when first read."""
+    try:
+        state, queue, where, created, outcome, kind, packed = unpack("urls", key, raw)
+        if state not in STATES or not isinstance(queue, str) or not isinstance(packed, bytes):
+            raise ValueError(f"state {state!r}, queue {queue!r}, seed {type(packed).__name__}")
+        if isinstance(where, list):
+            where = tuple(where)
+        if outcome is not None:
+            outcome = tuple(outcome)
+            if len(outcome) != 4:
+                raise ValueError(f"outcome {outcome!r}")
+        return UrlRecord(Fingerprint(key[4:]), None, state, queue, where, float(created),
+                         outcome, kind, packed=packed)  # fmt: skip
+    except CorruptRecord:
+        raise
+    except (TypeError, ValueError, IndexError) as exc:
+        raise CorruptRecord(f"urls record {key.hex()} is malformed: {exc!r}") from None
+
+
+class _Reader:
+    """A read transaction kept open across calls; each ``run`` reads in it. The engine does not
+    grow its map while one is open (that would end it)."""
+
+    def __init__(self, storage: LmdbStorage) -> None:
+        self._storage = storage
+        engine = storage.engine
+        with engine.lock:  # no map growth under way while it begins
+            engine._check_process()
+            try:
+                self._txn: lmdb.Transaction | None = engine._begin(write=False)
+            except lmdb.Error as exc:
+                raise engine._translate(exc) from None
+            engine.readers += 1
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        if self._txn is None:
+            raise StoreError(f"{self._storage.engine.path}: this snapshot was closed")
+        local = self._storage._local
+        saved = (getattr(local, "txn", None), getattr(local, "ctx", None),
+                 getattr(local, "reading", False))  # fmt: skip
+        local.txn, local.ctx, local.reading = self._txn, None, True
+        try:
+            return operation()
+        except lmdb.Error as exc:
+            raise self._storage.engine._translate(exc) from None
+        finally:
+            local.txn, local.ctx, local.reading = saved
+
+    def close(self) -> None:
+        if self._txn is not None:
+            txn, self._txn = self._txn, None
+            with self._storage.engine.lock:
+                txn.abort()
+                self._storage.engine.readers -= 1
+
+
+class LmdbStorage:
+    """The frontier storage of a store file. Several processes may share it: LMDB lets one
+    writer in at a time, and every write unit is one LMDB write transaction."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dbs = engine.dbs
+        self.capabilities = Capabilities(
+            persistent=True,
+            atomic_views=True,
+            durability="disk" if engine.durability is not Durability.GROUP else "os",
+            shared=True,
+        )
+        self._local = threading.local()  # each thread's read transaction, while it reads
+
+    def __repr__(self) -> str:
+        return f"LmdbStorage({str(self.engine.path)!r})"
+
+    # -- units ----------------------------------------------------------------------------------
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        local = self._local
+
+        def unit(ctx: WriteContext) -> _T:
+            # The unit's transaction, for every call inside it: an operation never awaits, so
+            # no other flow of this thread runs until it returns.
+            outer = getattr(local, "ctx", None)
+            local.ctx = ctx
+            try:
+                return operation()
+            finally:
+                local.ctx = outer
+
+        return self.engine.run(unit)
+
+    def run_ctx(self, operation: Callable[[WriteContext], _T]) -> _T:
+        """``run``, handing the operation its write transaction (the store's own views)."""
+        return self.run(lambda: operation(self.ctx()))
+
+    def _current(self) -> WriteContext | None:
+        """The calling flow's write transaction, if it has one open (None while a reader's
+        operation runs: it reads its snapshot)."""
+        local = self._local
+        ctx: WriteContext | None = getattr(local, "ctx", None)
+        if ctx is not None:
+            return ctx
+        if getattr(local, "reading", False):
+            return None
+        return self.engine.current
+
+    def view(self, operation: Callable[[], _T]) -> _T:
+        if self._current() is not None:
+            return operation()
+        if getattr(self._local, "txn", None) is not None:
+            return operation()
+
+        def read(txn: lmdb.Transaction) -> _T:
+            self._local.txn = txn
+            try:
+                return operation()
+            finally:
+                self._local.txn = None
+
+        return self.engine.read(read)
+
+    def transaction(self) -> Any:
+        return self.engine.transaction()
+
+    def reader(self) -> _Reader:
+        """A read snapshot of what is committed, kept open across calls (an export reads in
+        it between its records); close it."""
+        return _Reader(self)
+
+    def ctx(self) -> WriteContext:
+        ctx = self._current()
+        if ctx is None:
+            raise StoreError(f"{self.engine.path}: a write outside a write unit (a bug)")
+        return ctx
+
+    def txn(self) -> lmdb.Transaction:
+        ctx = self._current()
+        if ctx is not None:
+            return ctx.txn
+        txn: lmdb.Transaction | None = getattr(self._local, "txn", None)
+        if txn is None:
+            raise StoreError(f"{self.engine.path}: a read outside a unit (a bug)")
+        return txn
+
+    def get(self, db: str, key: bytes) -> bytes | None:
+        raw = self.txn().get(key, db=self.dbs[db])
+        return bytes(raw) if raw is not None else None
+
+    def record(self, db: str, key: bytes) -> Any:
+        """A cached record (in a write unit) or a fresh read."""
+        ctx = self._current()
+        if ctx is not None:
+            return ctx.record(db, key)
+        raw = self.get(db, key)
+        return unpack(db, key, raw) if raw is not None else None
+
+    def cursor(self, db: str) -> lmdb.Cursor:
+        ctx = self._current()
+        if ctx is not None:
+            if db in _WRITE_BACK:
+                ctx.flush()  # the records this transaction changed, so that the cursor sees them
+            return ctx.cursor(db)
+        return self.txn().cursor(db=self.dbs[db])
+
+    # -- crawls ---------------------------------------------------------------------------------
+
+    def defaults(self) -> Defaults:
+        record = self.record("meta", b"defaults")
+        return _defaults(record) if isinstance(record, dict) else DEFAULTS
+
+    def save_defaults(self, defaults: Defaults) -> None:
+        self.ctx().put_record("meta", b"defaults", defaults.to_record())
+
+    def crawl(self, name: str) -> CrawlRecord | None:
+        record = self.record("crawls", name.encode("utf-8"))
+        if record is None:
+            return None
+        ctx = self._current()
+        if ctx is not None:  # decoded once a transaction, while its record stays the same
+            memo = ctx.memo.get(("crawl", name))
+            if memo is not None and memo[0] is record:
+                crawl: CrawlRecord = memo[1]
+                return crawl
+        try:
+            policy = _policy(record.get("policy") or {})
+            crawl = CrawlRecord(name, policy, float(record["created"]), keys.u32(record["id"]),
+                                settled=bool(record.get("settled", True)))  # fmt: skip
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptRecord(f"crawls record {name!r} is malformed: {exc}") from None
+        if ctx is not None and crawl.settled:  # an unsettled one is changed by its reader
+            ctx.memo[("crawl", name)] = (record, crawl)
+        return crawl
+
+    def save_crawl(self, crawl: CrawlRecord) -> None:
+        ctx = self.ctx()
+        key = crawl.name.encode("utf-8")
+        if crawl.ref is None:
+            ids = ctx.record("meta", b"crawl_ids", lambda: 0) + 1
+            ctx.put_record("meta", b"crawl_ids", ids)
+            crawl.ref = keys.u32(ids)
+        record = {"id": keys.read_u32(crawl.ref), "policy": crawl.policy.to_record(),
+                  "created": crawl.created}  # fmt: skip
+        if not crawl.settled:
+            record["settled"] = False
+        ctx.put_record("crawls", key, record)
+
+    def crawl_key(self, name: str, *, create: float | None = None) -> bytes | None:
+        """In a unit: the crawl's key prefix, None when there is no such crawl; with ``create``
+        (the time) a missing crawl is created, its policy not settled yet."""
+        record = self.record("crawls", name.encode("utf-8"))
+        if isinstance(record, dict) and isinstance(record.get("id"), int):
+            return keys.u32(record["id"])  # the common case: no policy decoded
+        crawl = self.crawl(name)  # missing, or damaged: CorruptRecord names it
+        if crawl is None:
+            if create is None:
+                return None
+            crawl = CrawlRecord(name, CrawlPolicy(), create, settled=False)
+            self.save_crawl(crawl)
+        prefix: bytes = crawl.ref
+        return prefix
+
+    def crawls(self) -> list[str]:
+        ctx = self._current()
+        if ctx is not None:
+            ctx.flush()
+        cursor = self.txn().cursor(db=self.dbs["crawls"])
+        return [bytes(k).decode("utf-8") for k in cursor.iternext(values=False)]
+
+    def delete_crawl(self, crawl: CrawlRecord) -> int:
+        ctx = self.ctx()
+        prefix = crawl.ref
+        removed = sum(1 for _ in scan(ctx.txn, self.dbs["urls"], prefix))
+        for table in CRAWL_TABLES:
+            self._delete_range(table, prefix)
+        ctx.txn.delete(prefix, db=self.dbs["seen"])  # the exact seen set: duplicates of one key
+        for slot in [s for s in ctx.records if s[1][:4] == prefix]:
+            ctx.put_record(slot[0], slot[1], None)
+        ctx.forget_blobs(prefix)  # cached Bloom chunks of the crawl: not written back
+        ctx.put_record("crawls", crawl.name.encode("utf-8"), None)
+        return removed
+
+    def _delete_range(self, table: str, prefix: bytes) -> int:
+        cursor = self.ctx().cursor(table)
+        n = 0
+        if cursor.set_range(prefix):
+            while cursor.key()[: len(prefix)] == prefix:
+                n += 1
+                if not cursor.delete():
+                    break
+        return n
+
+    def totals(self, crawl: CrawlRecord) -> dict[str, int]:
+        return self.totals_of(crawl.ref)
+
+    def totals_of(self, prefix: bytes) -> dict[str, int]:
+        """In a unit: the totals of the crawl with this key prefix."""
+        counters = self.record(COUNTERS, prefix)
+        return dict(counters) if counters else {}
+
+    def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
+        counters = self.ctx().counters(crawl.ref)
+        for name, n in deltas.items():
+            counters[name] += n
+
+    def next_seq(self, crawl: CrawlRecord) -> int:
+        return self.ctx().next_seq(crawl.ref)
+
+    def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
+        counters = self.ctx().counters(crawl.ref)
+        counters["seq"] = max(counters["seq"], at_least)
+
+    def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
+        return StoreStateMap(self.engine, crawl.ref, namespace)
+
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
+        for key, raw in scan(self.txn(), self.dbs["state"], crawl.ref):
+            namespace, _, rest = key[4:].partition(b"\x00")
+            value = unpack("state", key, raw)
+            if rest[:1] == keys.HASHED:
+                yield namespace.decode("utf-8"), value[0], value[1]
+            else:
+                yield namespace.decode("utf-8"), rest.decode("utf-8"), value
+
+    # -- queues ---------------------------------------------------------------------------------
+
+    def _qid(self, crawl: CrawlRecord, key: str) -> int | None:
+        raw = self.get("qnames", keys.text_key(crawl.ref, key, "a queue key"))
+        return keys.read_u32(raw) if raw is not None else None
+
+    def _queue_at(self, crawl: CrawlRecord, qid: int) -> QueueRecord:
+        qkey = crawl.ref + keys.u32(qid)
+        record = self.record("queues", qkey)
+        try:
+            q = QueueRecord.from_record(record[:-1])
+        except (TypeError, ValueError, IndexError) as exc:
+            raise CorruptRecord(f"queues record {qkey.hex()} is malformed: {exc!r}") from None
+        q.ref = (qid, qkey, record[-1])
+        return q
+
+    def queue(self, crawl: CrawlRecord, key: str) -> QueueRecord | None:
+        qid = self._qid(crawl, key)
+        return self._queue_at(crawl, qid) if qid is not None else None
+
+    def save_queue(
+        self, crawl: CrawlRecord, queue: QueueRecord, event: float | None, rotate: bool = False
+    ) -> None:
+        ctx = self.ctx()
+        if queue.ref is None:
+            qid = self._qid(crawl, queue.key)
+            if qid is None:
+                counters = ctx.counters(crawl.ref)
+                counters["qids"] += 1
+                counters["queues"] += 1
+                qid = counters["qids"]
+                ctx.txn.put(keys.text_key(crawl.ref, queue.key, "a queue key"), keys.u32(qid),
+                            db=self.dbs["qnames"])  # fmt: skip
+            queue.ref = (qid, crawl.ref + keys.u32(qid), None)
+        qid, qkey, placed = queue.ref
+        if event is None:
+            index_key = None
+        elif placed is not None and not rotate and keys.read_u64(placed, 4) == _ms_up(event):
+            index_key = placed
+        else:
+            index_key = crawl.ref + _MS_SEQ.pack(_ms_up(event), ctx.next_seq(crawl.ref))
+        if index_key != placed:
+            if placed is not None:
+                ctx.txn.delete(placed, db=self.dbs["ready"])
+            if index_key is not None:
+                ctx.txn.put(index_key, keys.u32(qid), db=self.dbs["ready"])
+        queue.event = event
+        queue.ref = (qid, qkey, index_key)
+        ctx.put_record("queues", qkey, [*queue.to_record(), index_key])
+
+    def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
+        cursor = self.cursor("qnames")
+        start = crawl.ref if after is None else keys.text_key(crawl.ref, after, "a queue key")
+        out: list[QueueRecord] = []
+        if not cursor.set_range(start):
+            return out
+        while len(out) < limit:
+            key = cursor.key()
+            if key[:4] != crawl.ref:
+                break
+            if after is None or bytes(key) != start:
+                out.append(self._queue_at(crawl, keys.read_u32(cursor.value())))
+            if not cursor.next():
+                break
+        return out
+
+    def queue_count(self, crawl: CrawlRecord) -> int:
+        return self.totals(crawl).get("queues", 0)
+
+    def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
+        # Index keys are event times rounded up to the millisecond: a queue placed at ``now``
+        # itself (no delay) must be found at ``now``, so compare with ``now`` rounded up too.
+        # One indexed up to a millisecond ahead may come back; the core checks each queue's
+        # exact time, and ``next_event`` (rounded up) is never early.
+        cursor = self.cursor("ready")
+        now_ms = _ms_up(now)
+        out: list[QueueRecord] = []
+        if not cursor.set_range(crawl.ref):
+            return out
+        while len(out) < limit:
+            key = cursor.key()
+            if key[:4] != crawl.ref or keys.read_u64(key, 4) > now_ms:
+                break
+            out.append(self._queue_at(crawl, keys.read_u32(cursor.value())))
+            if not cursor.next():
+                break
+        return out
+
+    def next_event(self, crawl: CrawlRecord) -> float | None:
+        cursor = self.cursor("ready")
+        if cursor.set_range(crawl.ref) and cursor.key()[:4] == crawl.ref:
+            return keys.read_u64(cursor.key(), 4) / 1000
+        return None
+
+    def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
+        ctx = self.ctx()
+        _, qkey, placed = queue.ref
+        fps = [bytes(k[8:]) for k, _ in scan(ctx.txn, self.dbs["queue_urls"], qkey)]
+        for fp in fps:
+            ctx.txn.delete(crawl.ref + fp, db=self.dbs["urls"])
+        for table in ("pending", "leases", "expiries", "schedule", "queue_urls"):
+            self._delete_range(table, qkey)
+        if placed is not None:
+            ctx.txn.delete(placed, db=self.dbs["ready"])
+        ctx.txn.delete(keys.text_key(crawl.ref, queue.key, "a queue key"), db=self.dbs["qnames"])
+        ctx.put_record("queues", qkey, None)
+        ctx.counters(crawl.ref)["queues"] -= 1
+        return len(fps)
+
+    # -- a queue's entries, leases and schedule -------------------------------------------------
+
+    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
+                fp: bytes) -> None:  # fmt: skip
+        self.ctx().txn.put(queue.ref[1] + _ORDER.pack(*order), fp, db=self.dbs["pending"])
+
+    def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
+        cursor = self.ctx().cursor("pending")
+        qkey = queue.ref[1]
+        out: list[bytes] = []
+        if n <= 0 or not cursor.set_range(qkey):
+            return out
+        while len(out) < n and cursor.key()[:8] == qkey:
+            out.append(bytes(cursor.value()))
+            if not cursor.delete():  # moves to the next entry
+                break
+        return out
+
+    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
+        self.ctx().txn.delete(queue.ref[1] + _ORDER.pack(*order), db=self.dbs["pending"])
+
+    def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
+        ctx = self.ctx()
+        seq = ctx.next_seq(crawl.ref)
+        qid = queue.ref[0]
+        nonce = os.urandom(4)  # a token from another crawl's lease never matches this one
+        lease.token = keys.u32(qid) + keys.u64(seq) + nonce
+        value = _LEASE.pack(lease.fp, lease.expires, *lease.owner, nonce)
+        ctx.txn.put(crawl.ref + lease.token[:12], value, db=self.dbs["leases"])
+        ctx.txn.put(self._expiry_key(crawl, lease.token, lease.expires), b"",
+                    db=self.dbs["expiries"])  # fmt: skip
+
+    @staticmethod
+    def _expiry_key(crawl: CrawlRecord, token: bytes, expires: float) -> bytes:
+        prefix: bytes = crawl.ref
+        return prefix + token[:4] + _MS_SEQ.pack(_ms_up(expires), keys.read_u64(token, 4))
+
+    def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
+        if not isinstance(token, bytes) or len(token) != 16:
+            return None
+        raw = self.get("leases", crawl.ref + token[:12])
+        if raw is None:
+            return None
+        lease = self._lease(crawl, token[:12], raw)
+        return lease if lease.token == token else None
+
+    def _lease(self, crawl: CrawlRecord, key: bytes, raw: bytes) -> LeaseRecord:
+        """The lease stored under ``key`` (queue id and sequence)."""
+        try:
+            fp, expires, pid, start, nonce = _LEASE.unpack(raw)
+        except struct.error:
+            raise CorruptRecord(f"leases record {(crawl.ref + key).hex()} is malformed") from None
+        queue = self._queue_at(crawl, keys.read_u32(key))
+        return LeaseRecord(key + nonce, Fingerprint(fp), queue.key, expires, (pid, start))
+
+    def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None:
+        ctx = self.ctx()
+        ctx.txn.delete(self._expiry_key(crawl, lease.token, lease.expires), db=self.dbs["expiries"])
+        lease.expires = expires
+        value = _LEASE.pack(lease.fp, expires, *lease.owner, lease.token[12:])
+        ctx.txn.put(crawl.ref + lease.token[:12], value, db=self.dbs["leases"])
+        ctx.txn.put(self._expiry_key(crawl, lease.token, expires), b"", db=self.dbs["expiries"])
+
+    def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
+        ctx = self.ctx()
+        ctx.txn.delete(crawl.ref + lease.token[:12], db=self.dbs["leases"])
+        ctx.txn.delete(self._expiry_key(crawl, lease.token, lease.expires), db=self.dbs["expiries"])
+
+    def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
+        cursor = self.cursor("expiries")
+        qkey = queue.ref[1]
+        now_ms = keys.ms(now)
+        found = []
+        if cursor.set_range(qkey):
+            while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
+                found.append(qkey[4:] + bytes(cursor.key()[16:24]))
+                if not cursor.next():
+                    break
+        out = []
+        for key in found:
+            raw = self.get("leases", crawl.ref + key)
+            if raw is not None:
+                out.append(self._lease(crawl, key, raw))
+        return out
+
+    def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
+        cursor = self.cursor("expiries")
+        qkey = queue.ref[1]
+        if cursor.set_range(qkey) and cursor.key()[:8] == qkey:
+            return keys.read_u64(cursor.key(), 8) / 1000
+        return None
+
+    def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
+        for key, raw in list(scan(self.txn(), self.dbs["leases"], crawl.ref)):
+            yield self._lease(crawl, key[4:], raw)
+
+    def _when_key(self, queue: QueueRecord, when: tuple[float, int]) -> bytes:
+        at, seq = when
+        qkey: bytes = queue.ref[1]
+        return qkey + _MS_SEQ.pack(_ms_up(at), seq)
+
+    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
+                 fp: bytes) -> None:  # fmt: skip
+        self.ctx().txn.put(self._when_key(queue, when), fp, db=self.dbs["schedule"])
+
+    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]) -> None:
+        self.ctx().txn.delete(self._when_key(queue, when), db=self.dbs["schedule"])
+
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
+        cursor = self.ctx().cursor("schedule")
+        qkey = queue.ref[1]
+        now_ms = keys.ms(now)
+        out: list[tuple[Any, bytes]] = []
+        if cursor.set_range(qkey):
+            while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
+                out.append((keys.read_u64(cursor.key(), 16), bytes(cursor.value())))
+                if not cursor.delete():
+                    break
+        return out
+
+    def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
+        cursor = self.cursor("schedule")
+        qkey = queue.ref[1]
+        if cursor.set_range(qkey) and cursor.key()[:8] == qkey:
+            return keys.read_u64(cursor.key(), 8) / 1000
+        return None
+
+    # -- URLs -----------------------------------------------------------------------------------
+
+    def _url(self, crawl: CrawlRecord, fp: bytes, raw: bytes) -> UrlRecord:
+        url = decode_url(crawl.ref + fp, raw)
+        url.ref = True  # stored: its queue lists it already
+        return url
+
+    def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
+        raw = self.get("urls", crawl.ref + fp)
+        return self._url(crawl, fp, raw) if raw is not None else None
+
+    def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
+        ctx = self.ctx()
+        value = pack([url.state, url.queue, url.where, url.created, url.outcome, url.kind,
+                      url.packed_seed()])  # fmt: skip
+        ctx.txn.put(crawl.ref + url.fp, value, db=self.dbs["urls"])
+        if url.ref is None:
+            if queue.ref is None or queue.key != url.queue:
+                raise StoreError(f"URL {url.fp.hex()} saved before its queue {url.queue!r}")
+            ctx.txn.put(queue.ref[1] + url.fp, b"", db=self.dbs["queue_urls"])
+            url.ref = True
+
+    def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
+        ctx = self.ctx()
+        ctx.txn.delete(crawl.ref + url.fp, db=self.dbs["urls"])
+        qid = self._qid(crawl, url.queue)
+        if qid is not None:
+            ctx.txn.delete(crawl.ref + keys.u32(qid) + url.fp, db=self.dbs["queue_urls"])
+
+    def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
+             limit: int) -> list[UrlRecord]:  # fmt: skip
+        out: list[UrlRecord] = []
+        for url in self._walk(crawl, queue, after):
+            out.append(url)
+            if len(out) >= limit:
+                break
+        return out
+
+    def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
+        return self._walk(crawl, queue, None)
+
+    def _walk(
+        self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None
+    ) -> Iterator[UrlRecord]:
+        txn = self.txn()
+        if queue is None:
+            prefix = crawl.ref
+            cursor = txn.cursor(db=self.dbs["urls"])
+            start = prefix + after if after is not None else prefix
+            if not cursor.set_range(start):
+                return
+            for key, raw in cursor:
+                if key[:4] != prefix:
+                    return
+                fp = bytes(key[4:])
+                if after is not None and fp == after:
+                    continue
+                yield self._url(crawl, fp, bytes(raw))
+            return
+        qkey = queue.ref[1]
+        cursor = txn.cursor(db=self.dbs["queue_urls"])
+        start = qkey + after if after is not None else qkey
+        if not cursor.set_range(start):
+            return
+        for key in cursor.iternext(values=False):
+            if key[:8] != qkey:
+                return
+            fp = bytes(key[8:])
+            if after is not None and fp == after:
+                continue
+            url = self.url(crawl, fp)
+            if url is None:
+                raise CorruptRecord(f"queue_urls names {fp.hex()}, which has no URL record")
+            yield url

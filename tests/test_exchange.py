@@ -1,0 +1,273 @@
+"""Export and import: a crawl with every kind of state (queued, in flight, retries, tag pauses,
+revisits, finished URLs with outcomes, queue settings and blocks, trap budgets and blocks,
+counters, the seen set, Bloom bits, validators) streams out and loads back, in memory and on
+disk, into the same observable state."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawlstore import (
+    Backoff,
+    Done,
+    Failed,
+    InMemFrontier,
+    ManualClock,
+    Ready,
+    Retry,
+    RetryPolicy,
+    Seed,
+    Skipped,
+    Store,
+    Validator,
+)
+from crawlstore.errors import InvalidArgument, InvalidSnapshot, NotInFlight
+from crawlstore.frontier import Frontier
+from crawlstore.frontier.traps import TrapPolicy
+from crawlstore.revisit import RevisitTags, revisit
+
+
+class Tag(RevisitTags):
+    PAGE = revisit("50s")
+    FEED = revisit("10s")
+
+
+HOSTS = ("a.test", "b.test", "c.test")
+TRAPS = TrapPolicy(max_urls=3, max_fanout=None, max_random_urls=None, max_path_depth=None,
+                   max_repetitions=None)  # fmt: skip
+POLICY: dict[str, Any] = dict(queues="host", delay=1.0, max_in_flight=3, lease_time=60.0)
+
+
+def chain(core: Frontier) -> Frontier:
+    retry = RetryPolicy(3, base_delay=5.0, jitter=0)
+    return core.revisit(Tag).retry_with(retry).tag_backoff().avoid_traps_with(TRAPS)
+
+
+def seed(host: int, page: int, tag: Tag | None, priority: int) -> Seed:
+    s = Seed.get(f"https://{HOSTS[host]}/s{page % 3}/{page}").with_priority(priority)
+    s = s.with_meta({"page": page, "cb": f"parse_{host}"})
+    return s.with_tag(tag) if tag is not None else s
+
+
+OP = st.one_of(
+    st.tuples(st.just("push"), st.integers(0, 2), st.integers(0, 9),
+              st.sampled_from([None, Tag.PAGE, Tag.FEED]), st.integers(-2, 2)),
+    st.tuples(st.just("pop"), st.integers(1, 4)),
+    st.tuples(st.just("report"), st.sampled_from(["done", "failed", "skipped", "retry"]),
+              st.integers(0, 30)),
+    st.tuples(st.just("backoff"), st.sampled_from([None, "PAGE", "FEED"]), st.integers(1, 30)),
+    st.tuples(st.just("queue"), st.integers(0, 3), st.sampled_from([None, 0.0, 2.5]),
+              st.sampled_from([None, 1, 5]), st.integers(0, 20), st.sampled_from([None, 4])),
+    st.tuples(st.just("advance"), st.sampled_from([0.5, 2, 11, 70])),
+)  # fmt: skip
+
+
+def build(core: Frontier, clock: ManualClock, ops: list[tuple[Any, ...]]) -> list[Seed]:
+    """Run the operations; the seeds left in flight."""
+    f = chain(core)
+    held: list[Seed] = []
+    for op in ops:
+        if op[0] == "push":
+            f.push(seed(*op[1:]))
+        elif op[0] == "pop":
+            held += [r.seed for r in f.pop_many(op[1])]
+        elif op[0] == "report" and held:
+            s = held.pop(op[2] % len(held))
+            kind = op[1]
+            report = (Done(s, status=200 + op[2] % 3) if kind == "done" else
+                      Failed(s, reason=f"reason {op[2]}") if kind == "failed" else
+                      Skipped(s) if kind == "skipped" else Retry(s))  # fmt: skip
+            with contextlib.suppress(NotInFlight):  # its lease ended, another pop took it
+                f.report(report)
+        elif op[0] == "backoff":
+            f.report(Backoff(op[1], clock() + op[2]))
+        elif op[0] == "queue":
+            key = HOSTS[op[1]] if op[1] < 3 else "future.test"  # a queue with no seed yet
+            f.set_queue(key, delay=op[2], max_in_flight=op[3], limit=op[5])
+            if op[4]:
+                f.block_queue(key, clock() + op[4])
+        elif op[0] == "advance":
+            clock.advance(op[1])
+    return held
+
+
+def observe(core: Frontier) -> dict[str, Any]:
+    """What a user sees of a crawl, with seeds in flight counted as queued (an export ends
+    their leases)."""
+    stats = core.stats()
+    queues = [
+        (q.key, q.queued + q.in_flight, q.scheduled, q.last_pop, q.blocked_until, q.delay,
+         q.max_in_flight, q.limit, q.created, dict(q.counts))
+        for q in core.queues(limit=1000)
+    ]  # fmt: skip
+    urls = [
+        (u.url, "queued" if u.state == "in_flight" else u.state, u.queue,
+         None if u.state == "in_flight" else u.at, u.kind, u.created, u.outcome, dict(u.meta),
+         u.seed.with_lease(None) if u.seed else None)
+        for u in core.urls(limit=1000)
+    ]  # fmt: skip
+    state = {ns: dict(core.core.state(ns)) for ns in ("traps", "tag_backoff", "revisit")}
+    return {
+        "stats": (stats.admitted, dict(stats.refused), stats.popped, stats.done, stats.failed,
+                  stats.retried, stats.skipped, stats.cancelled, stats.unchanged,
+                  stats.queued + stats.in_flight, stats.scheduled),
+        "queues": queues,
+        "urls": urls,
+        "counts": (core.count(), core.count(state="failed"), core.count(state="scheduled")),
+        "state": state,
+        "policy": core.core.policy,
+        "next_revisit": core.next_revisit(),
+        "len": len(core),
+    }  # fmt: skip
+
+
+def drain(core: Frontier, clock: ManualClock) -> list[tuple[float, str]]:
+    """Pop and finish everything, advancing the clock through waits: (time, URL) in order."""
+    f = chain(core)
+    order = []
+    for _ in range(400):
+        popped = f.pop()
+        if isinstance(popped, Ready):
+            order.append((clock(), popped.seed.url))
+            f.report(Done(popped.seed))
+        elif popped:  # Wait
+            clock.advance(max(0.0, popped.until - clock()))  # type: ignore[union-attr]
+        else:
+            break
+    return order
+
+
+class Storages:
+    """Fresh storages of each kind on one clock, closed at the end."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.dir = Path(tempfile.mkdtemp(prefix="crawlstore-x-"))
+        self.stores: list[Store] = []
+
+    def store(self, clock: ManualClock | None = None) -> Store:
+        store = Store.open(self.dir / f"{len(self.stores)}.lmdb", clock=clock or self.clock,
+                           durability="group")  # fmt: skip
+        self.stores.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(OP, max_size=40), seen=st.lists(st.binary(min_size=16, max_size=16),
+       max_size=20, unique=True), bloom=st.booleans())  # fmt: skip
+def test_a_crawl_loads_back_into_the_same_state_in_memory_and_on_disk(
+    ops: list[tuple[Any, ...]], seen: list[bytes], bloom: bool
+) -> None:
+    clock = ManualClock(1_000_000)
+    kinds = Storages(clock)
+    try:
+        original = kinds.store()
+        core = original.frontier("priority", **POLICY)
+        build(core, clock, ops)
+        seen_set = original.seen(bloom=(1000, 0.01)) if bloom else original.seen()
+        for fp in seen:
+            seen_set.insert(fp)
+        validators = original.validators()
+        for i, fp in enumerate(seen[:5]):
+            validators.put(fp, Validator(etag=f'"{i}"', last_modified=None))
+        records = list(msgpack.Unpacker(_packed(original.export()), raw=False))
+        want = observe(core)
+
+        disk_clock, memory_clock = ManualClock(clock()), ManualClock(clock())
+        copy = kinds.store(disk_clock)
+        assert copy.load(records) == "default"
+        on_disk = copy.frontier()
+        memory = InMemFrontier(clock=memory_clock)
+        memory.load(records, other=lambda record: None)  # no seen set, no validators
+        assert observe(on_disk) == want
+        assert observe(memory) == want
+        copied = copy.seen(bloom=(1000, 0.01)) if bloom else copy.seen()
+        assert all(fp in copied for fp in seen) and len(copied) == len(seen_set)
+        for i, fp in enumerate(seen[:5]):
+            assert copy.validators().get(fp) == Validator(etag=f'"{i}"', last_modified=None)
+        assert len(copy.validators()) == len(validators)
+
+        # the two loaded crawls are the same crawl: the same export, the same pops
+        again = list(copy.export())
+        assert _frontier_part(again) == _frontier_part(list(memory.export()))
+        third = kinds.store()
+        third.load(again)
+        assert list(third.export()) == again
+        assert drain(on_disk, disk_clock) == drain(memory, memory_clock)
+    finally:
+        kinds.close()
+
+
+def _packed(records: Iterator[dict[str, Any]]) -> Any:
+    import io
+
+    out = io.BytesIO()
+    for record in records:
+        out.write(msgpack.packb(record, use_bin_type=True))
+    out.seek(0)
+    return out
+
+
+def _frontier_part(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kept = [r for r in records if r["type"] in ("crawl", "queue", "url", "state")]
+    return kept
+
+
+def test_a_memory_crawl_moves_to_a_store(tmp_path: Path) -> None:
+    clock = ManualClock(1000)
+    memory = InMemFrontier(clock=clock, **POLICY)
+    build(memory, clock, [("push", h, p, None, 0) for h in range(3) for p in range(3)] +
+          [("pop", 4), ("report", "failed", 1), ("queue", 3, 2.5, 1, 5, None)])  # fmt: skip
+    with Store.open(tmp_path / "s.lmdb", clock=clock) as store:
+        store.load(memory.export(), crawl="moved")
+        assert observe(store.frontier(crawl="moved")) == observe(memory)
+
+
+def test_loading_refuses_a_crawl_that_holds_something(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.lmdb") as store:
+        store.frontier().push(Seed.get("https://a.test/"))
+        records = list(store.export())
+        with pytest.raises(InvalidArgument, match="not empty"):
+            store.load(records)
+        assert store.frontier().count() == 1
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda r: r[:-1],  # cut short: no end record
+        lambda r: r[:2] + r[3:],  # a record missing
+        lambda r: [*r[:2], {"type": "url", "seed": "garbage"}, *r[2:]],
+        lambda r: [*r[:-1], {"type": "mystery"}, r[-1]],
+        lambda r: [{**r[0], "v": 99}, *r[1:]],
+        lambda r: [{**r[0], "policy": {"order": "sideways"}}, *r[1:]],
+        lambda r: r[1:],  # no crawl record
+    ],
+)
+def test_a_bad_export_is_refused_and_leaves_no_trace(tmp_path: Path, damage: Any) -> None:
+    with Store.open(tmp_path / "s.lmdb") as store:
+        f = store.frontier(queues="host")
+        f.push_many([Seed.get(f"https://{h}/x") for h in HOSTS])
+        store.seen().insert(b"\x01" * 16)
+        records = list(store.export())
+        with pytest.raises((InvalidSnapshot, InvalidArgument)):
+            store.load(damage(records), crawl="copy")
+        assert store.crawls() == ["default"]
+        assert len(store.seen(crawl="copy")) == 0
+        memory = InMemFrontier()
+        with pytest.raises((InvalidSnapshot, InvalidArgument)):
+            memory.load(damage([r for r in records if r["type"] != "seen"]))
+        assert len(memory) == 0 and memory.count() == 0
