@@ -192,9 +192,11 @@ def urls(
     check_limit(limit)
     if state is not None and state not in STATES:
         raise InvalidArgument(f"no URL state {state!r}: one of {sorted(STATES)}")
-    out: list[URLStatus] = []
+    if after is not None and not isinstance(after, bytes):
+        raise TypeError(f"after is a fingerprint (bytes), not {type(after).__name__}")
 
     def _read() -> list[URLStatus]:
+        out: list[URLStatus] = []  # made in the read: a read that is tried again starts over
         crawl = core._existing()
         if crawl is None:
             return out
