@@ -231,3 +231,16 @@ def test_deleting_a_crawl_drops_its_cached_bloom_chunks(store: Store) -> None:
     engine = store._engine
     rows = engine.read(lambda txn: list(txn.cursor(db=engine.dbs["bloom"])))
     assert rows == []
+
+
+@pytest.mark.parametrize("kind", ["memory", "store"])
+def test_a_seed_handed_out_shares_nothing_with_what_is_stored(kind: str, tmp_path: Path) -> None:
+    f: Frontier = (
+        InMemFrontier() if kind == "memory" else Store.open(tmp_path / "m.lmdb").frontier()
+    )
+    f.push(page("a").with_meta({"trail": ["a"]}))
+    ready = f.pop()
+    assert isinstance(ready, Ready)
+    ready.seed.meta["trail"].append("changed by the caller")
+    assert f.url("https://e.test/a").meta == {"trail": ["a"]}
+    assert next(r for r in f.core.export() if r["type"] == "url")["seed"][-1] == {"trail": ["a"]}

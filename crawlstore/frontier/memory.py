@@ -421,7 +421,11 @@ class MemoryStorage:
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         data: _Crawl = crawl.ref
         old = data.urls.get(url.fp)
-        data.urls[url.fp] = url.copy()
+        # Kept packed: every read decodes its own seed, so that nothing handed out (a nested
+        # list in a seed's meta, say) is shared with what is stored, as on a store.
+        stored = url.copy()
+        stored.seed_packed(url.packed_seed())
+        data.urls[url.fp] = stored
         members = data.queue_urls.setdefault(url.queue, set())
         if old is not None and old.queue != url.queue:
             data.queue_urls.get(old.queue, set()).discard(url.fp)

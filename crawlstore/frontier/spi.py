@@ -180,6 +180,10 @@ class UrlRecord:
     def seed(self, seed: Seed) -> None:
         self._seed, self._packed = seed, None
 
+    def seed_packed(self, packed: bytes) -> None:
+        """Keep the seed as these bytes only (decoded afresh at each read of a copy)."""
+        self._seed, self._packed = None, packed
+
     def packed_seed(self) -> bytes:
         """The seed's record as msgpack (the bytes it was read as, when unchanged)."""
         if self._packed is None:
