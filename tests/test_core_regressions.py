@@ -244,3 +244,23 @@ def test_a_seed_handed_out_shares_nothing_with_what_is_stored(kind: str, tmp_pat
     ready.seed.meta["trail"].append("changed by the caller")
     assert f.url("https://e.test/a").meta == {"trail": ["a"]}
     assert next(r for r in f.core.export() if r["type"] == "url")["seed"][-1] == {"trail": ["a"]}
+
+
+def test_the_store_releases_schedules_and_leases_at_their_exact_time(tmp_path: Path) -> None:
+    """Keys hold times in whole milliseconds: a schedule or a lease expiry inside the current
+    millisecond is released at its time, as in memory, not up to a millisecond late."""
+    for kind in ("memory", "store"):
+        clock = ManualClock(1000.0)
+        lease = {"lease_time": 0.0004}
+        f: Frontier = (InMemFrontier(clock=clock, **lease) if kind == "memory" else
+                       Store.open(tmp_path / "x.lmdb", clock=clock).frontier(**lease))  # fmt: skip
+        f.push(page("a"))
+        assert isinstance(f.pop(), Ready)
+        clock.advance(0.0002)
+        assert not isinstance(f.pop(), Ready), kind  # not yet expired
+        clock.advance(0.0003)
+        assert isinstance(f.pop(), Ready), kind  # expired at 1000.0004: in flight again
+        f.core.schedule(page("b"), clock() + 0.0003)
+        clock.advance(0.0003)
+        popped = [r.seed.url for r in f.pop_many(5)]
+        assert "https://e.test/b" in popped, kind

@@ -52,7 +52,7 @@ DATABASES: dict[str, dict[str, Any]] = {
     "pending": {},  # crawl, queue id, rank, class, seq -> fingerprint
     "leases": {},  # crawl, token (queue id, seq) -> fingerprint, expiry, holder
     "expiries": {},  # crawl, queue id, expiry ms, seq -> nothing
-    "schedule": {},  # crawl, queue id, due ms, seq -> fingerprint
+    "schedule": {},  # crawl, queue id, due ms, seq -> fingerprint, exact due time
     "urls": {},  # crawl, fingerprint -> msgpack URL record
     "queue_urls": {},  # crawl, queue id, fingerprint -> nothing
     "seen": {"dupsort": True, "dupfixed": True},  # crawl -> fp (sorted duplicates)

@@ -12,7 +12,7 @@ that a queue's entries, leases, expiries, schedule and URL list are each one key
 | ``pending`` | crawl, queue, rank, class, sequence | fingerprint |
 | ``leases`` | crawl, queue, sequence | fingerprint, expiry, holder pid and start, nonce |
 | ``expiries`` | crawl, queue, expiry (ms), sequence | nothing |
-| ``schedule`` | crawl, queue, due (ms), sequence | fingerprint |
+| ``schedule`` | crawl, queue, due (ms, rounded up), sequence | fingerprint, exact due time |
 | ``urls`` | crawl, fingerprint | state, queue, place, created, outcome, kind, seed |
 | ``queue_urls`` | crawl, queue, fingerprint | nothing |
 """
@@ -61,6 +61,7 @@ _ORDER = struct.Struct(">IBQ")
 _LEASE = struct.Struct(">16sdqq4s")  # fingerprint, expiry, holder pid and start, nonce
 _U32 = struct.Struct(">I")
 _MS_SEQ = struct.Struct(">QQ")
+_AT = struct.Struct(">d")
 #: Tables whose records a write transaction caches and writes back at its end: a cursor on
 #: one reads what was flushed.
 _WRITE_BACK = frozenset({"meta", "crawls", "queues", "bloom"})
@@ -559,7 +560,7 @@ class LmdbStorage:
     def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
         cursor = self.cursor("expiries")
         qkey = queue.ref[1]
-        now_ms = keys.ms(now)
+        now_ms = _ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
         found = []
         if cursor.set_range(qkey):
             while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
@@ -570,7 +571,9 @@ class LmdbStorage:
         for key in found:
             raw = self.get("leases", crawl.ref + key)
             if raw is not None:
-                out.append(self._lease(crawl, key, raw))
+                lease = self._lease(crawl, key, raw)
+                if lease.expires <= now:
+                    out.append(lease)
         return out
 
     def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
@@ -591,7 +594,8 @@ class LmdbStorage:
 
     def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
                  fp: bytes) -> None:  # fmt: skip
-        self.ctx().txn.put(self._when_key(queue, when), fp, db=self.dbs["schedule"])
+        value = fp + _AT.pack(when[0])  # the exact time: the key holds it rounded up
+        self.ctx().txn.put(self._when_key(queue, when), value, db=self.dbs["schedule"])
 
     def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]) -> None:
         self.ctx().txn.delete(self._when_key(queue, when), db=self.dbs["schedule"])
@@ -599,11 +603,18 @@ class LmdbStorage:
     def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
         cursor = self.ctx().cursor("schedule")
         qkey = queue.ref[1]
-        now_ms = keys.ms(now)
+        now_ms = _ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
         out: list[tuple[Any, bytes]] = []
         if cursor.set_range(qkey):
             while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
-                out.append((keys.read_u64(cursor.key(), 16), bytes(cursor.value())))
+                value = bytes(cursor.value())
+                if len(value) != 24:
+                    raise CorruptRecord(f"schedule record {bytes(cursor.key()).hex()} is malformed")
+                if _AT.unpack_from(value, 16)[0] > now:
+                    if not cursor.next():  # due later in this millisecond
+                        break
+                    continue
+                out.append((keys.read_u64(cursor.key(), 16), value[:16]))
                 if not cursor.delete():
                     break
         return out
