@@ -181,7 +181,11 @@ class Seed:
     @classmethod
     def get(cls, url: str) -> Seed:
         """A GET request for ``url``."""
-        return cls("GET", url)
+        parsed = parse_http_url(url)  # every other field is a default: nothing else to check
+        new = object.__new__(cls)
+        new._init("GET", parsed.href, (), b"", None, 0, 0, 1, _NO_META,
+                  fingerprint_canonical("GET", _canonical(parsed), b""))  # fmt: skip
+        return new
 
     @classmethod
     def _trusted(cls, record: Any, fp: bytes | None = None) -> Seed:

@@ -88,6 +88,9 @@ def _normalise_escape(m: re.Match[str]) -> str:
 
 
 _PLAIN_QUERY = re.compile(r"[A-Za-z0-9\-._~=&]*")
+#: The same, with ``+`` (a form-encoded space): decoding then encoding gives each part back
+#: unchanged, and ``+`` sorts against the other characters as the space it stands for does.
+_PLUS_QUERY = re.compile(r"[A-Za-z0-9\-._~=&+]*")
 
 
 def _form_decode(part: str) -> bytes:
@@ -118,6 +121,18 @@ def _canonical_query(query: str) -> str:
                     kept.append((key, value))
         kept.sort()
         return "?" + "&".join([k + "=" + v for k, v in kept]) if kept else ""
+    if _PLUS_QUERY.fullmatch(query):
+        plain = []
+        for part in query.split("&"):
+            if part:
+                key, _, value = part.partition("=")
+                if "=" in value:
+                    break  # encoded as %3D by the general path below
+                if not _is_tracking(key.replace("+", " "), names):
+                    plain.append((key, value))
+        else:
+            plain.sort()
+            return "?" + "&".join([k + "=" + v for k, v in plain]) if plain else ""
     pairs: list[tuple[bytes, bytes]] = []
     for part in query.split("&"):
         if part:
