@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..seed import Seed
+from . import listing
 from .protocol import (
+    _UNSET,
     Admission,
     Lease,
     Pop,
@@ -45,7 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Frontier", "StateMap"]
 
-_UNSET: Any = object()  # left out: unchanged
 
 #: Persisted key/value state a facade keeps in its storage (values must be msgpack-able).
 StateMap = MutableMapping[str, Any]
@@ -157,11 +158,11 @@ class Frontier(ABC):
 
     def queue(self, key: str) -> QueueInfo | None:
         """The queue named ``key``, or None."""
-        return self.core.queue(key)
+        return listing.queue(self.core, key)
 
     def queues(self, *, after: str | None = None, limit: int = 100) -> list[QueueInfo]:
         """The crawl's queues in key order, ``limit`` at a time, from after ``after``."""
-        return self.core.queues(after=after, limit=limit)
+        return listing.queues(self.core, after=after, limit=limit)
 
     def set_queue(
         self,
@@ -175,20 +176,20 @@ class Frontier(ABC):
         """Set a queue's own ``delay``, ``max_in_flight``, ``blocked_until`` or ``limit``
         (None: the crawl's again; leave one out to keep it), kept for a queue that has no seed
         yet."""
-        return self.core.set_queue(key, delay=delay, max_in_flight=max_in_flight,
+        return listing.set_queue(self.core, key, delay=delay, max_in_flight=max_in_flight,
                                    blocked_until=blocked_until, limit=limit)  # fmt: skip
 
     def block_queue(self, key: str, until: float) -> QueueInfo:
         """Pop nothing from the queue ``key`` before ``until`` (0: unblock)."""
-        return self.core.set_queue(key, blocked_until=until)
+        return listing.set_queue(self.core, key, blocked_until=until)
 
     def delete_queue(self, key: str) -> int:
         """Remove a queue with its seeds, leases, schedule and URLs; how many URLs it held."""
-        return self.core.delete_queue(key)
+        return listing.delete_queue(self.core, key)
 
     def url(self, url: str | bytes) -> URLStatus:
         """Where a URL (or a fingerprint) stands in the crawl."""
-        return self.core.url(url)
+        return listing.url(self.core, url)
 
     def urls(
         self,
@@ -202,7 +203,7 @@ class Frontier(ABC):
         """The crawl's URLs (of one ``queue``, in one ``state``, or whose URL ``contains`` a
         string), ``limit`` at a time, in fingerprint order from after the fingerprint
         ``after``."""
-        return self.core.urls(queue=queue, state=state, contains=contains, after=after,
+        return listing.urls(self.core, queue=queue, state=state, contains=contains, after=after,
                               limit=limit)  # fmt: skip
 
     def count(
@@ -211,12 +212,12 @@ class Frontier(ABC):
         """How many URLs the crawl (or one ``queue``) knows, in a ``state``, or whose URL
         ``contains`` a string; read from counters, without a scan, unless ``contains`` is
         given."""
-        return self.core.count(queue=queue, state=state, contains=contains)
+        return listing.count(self.core, queue=queue, state=state, contains=contains)
 
     def purge(self, *, before: float, queue: str | None = None) -> int:
         """Forget the URLs of the crawl (or of one queue) first admitted before ``before``,
         finished or not, a thousand a transaction; how many."""
-        return self.core.purge(before=before, queue=queue)
+        return listing.purge(self.core, before=before, queue=queue)
 
     # -- waiting --------------------------------------------------------------------------------
 

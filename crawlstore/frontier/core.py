@@ -19,7 +19,7 @@ from ..clock import Clock
 from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
 from ..seed import Lease, Seed
 from . import listing, spi
-from .base import _UNSET, Frontier
+from .base import Frontier
 from .crawlstate import CrawlState
 from .holders import process_alive, this_process
 from .policy import (
@@ -34,6 +34,7 @@ from .policy import (
     resolve,
 )
 from .protocol import (
+    _UNSET,
     ACCEPTED,
     Admission,
     Backoff,
@@ -41,14 +42,12 @@ from .protocol import (
     Done,
     Empty,
     Pop,
-    QueueInfo,
     Ready,
     Reason,
     Report,
     Reschedule,
     Skipped,
     Stats,
-    URLStatus,
     Wait,
     check_limit,
     check_reason,
@@ -80,6 +79,12 @@ _BATCH = 32
 #: The state a final report leaves a URL in (a Retry that no retry facade took: failed).
 _FINAL_STATES = {Done: spi.DONE, Skipped: spi.SKIPPED}
 _FINISHED_GAUGES = frozenset(spi.FINISHED.values())
+
+
+def place_sequence(order: str, cls: int, seq: int) -> int:
+    """The last part of a queue place, from the crawl's sequence number (pushed seeds of a
+    lifo crawl count down, so the newest is first), and back: it is its own inverse."""
+    return _U64_MAX - seq if order == "lifo" and cls == 1 else seq
 
 
 def set_defaults(storage: spi.Storage, **changes: Any) -> Defaults:
@@ -280,9 +285,7 @@ class CoreFrontier(Frontier):
         seq = self.storage.next_seq(crawl)
         order = crawl.policy.order
         rank = _PRIORITY_TOP - url.seed.priority if order == "priority" else 0
-        if order == "lifo" and cls == 1:
-            seq = _U64_MAX - seq
-        url.where = (rank, cls, seq)
+        url.where = (rank, cls, place_sequence(order, cls, seq))
         self.storage.enqueue(crawl, q, url.where, url.fp)
         url.state, url.queue, url.kind = QUEUED, q.key, None
         self.storage.save_url(crawl, q, url)
@@ -813,55 +816,9 @@ class CoreFrontier(Frontier):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
-    # -- queues and URLs (``listing``) ----------------------------------------------------------
-
-    def queue(self, key: str) -> QueueInfo | None:
-        return listing.queue(self, key)
-
-    def queues(self, *, after: str | None = None, limit: int = 100) -> list[QueueInfo]:
-        return listing.queues(self, after=after, limit=limit)
-
-    def set_queue(
-        self,
-        key: str,
-        *,
-        delay: float | None = _UNSET,
-        max_in_flight: int | None = _UNSET,
-        blocked_until: float = _UNSET,
-        limit: int | None = _UNSET,
-    ) -> QueueInfo:
-        return listing.set_queue(self, key, delay=delay, max_in_flight=max_in_flight,
-                                 blocked_until=blocked_until, limit=limit)  # fmt: skip
-
-    def delete_queue(self, key: str) -> int:
-        return listing.delete_queue(self, key)
-
     def delete_crawl(self) -> int:
         """Remove the crawl and everything it holds; how many URLs it knew."""
         return listing.delete_crawl(self)
-
-    def url(self, url: str | bytes) -> URLStatus:
-        return listing.url(self, url)
-
-    def urls(
-        self,
-        *,
-        queue: str | None = None,
-        state: str | None = None,
-        contains: str | None = None,
-        after: bytes | None = None,
-        limit: int = 100,
-    ) -> list[URLStatus]:
-        return listing.urls(self, queue=queue, state=state, contains=contains, after=after,
-                            limit=limit)  # fmt: skip
-
-    def count(
-        self, *, queue: str | None = None, state: str | None = None, contains: str | None = None
-    ) -> int:
-        return listing.count(self, queue=queue, state=state, contains=contains)
-
-    def purge(self, *, before: float, queue: str | None = None) -> int:
-        return listing.purge(self, before=before, queue=queue)
 
     # -- the complete form: an export, and a snapshot of every seed held -----------------------
 

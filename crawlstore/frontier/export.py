@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import InvalidArgument, InvalidSeed, InvalidSnapshot
 from ..seed import Seed
 from . import spi
+from .core import place_sequence
 from .policy import CrawlPolicy, check_cap, check_delay
 from .protocol import check_limit
 from .spi import CrawlRecord, QueueRecord, UrlRecord
@@ -262,18 +263,15 @@ def _load_url(
     url = UrlRecord(seed.fingerprint, seed, record["state"], q.key, None,
                     float(record["created"]), outcome, record.get("kind"))  # fmt: skip
     state = record["state"]
+    if state == spi.QUEUED and record.get("order") is None:
+        core._enqueue(crawl, q, url, 0)  # it was in flight: the front of its queue (saved)
+        return
     if state == spi.QUEUED:
-        order = record.get("order")
-        if order is None:  # it was in flight: the front of its queue
-            rank = 2**31 - 1 - seed.priority if crawl.policy.order == "priority" else 0
-            order = [rank, 0, storage.next_seq(crawl)]
-        rank, cls, seq = (int(part) for part in order)
+        rank, cls, seq = (int(part) for part in record["order"])
         if not (0 <= rank < 2**32 and cls in (0, 1) and 0 <= seq < 2**64):
-            raise ValueError(f"a queue place out of range: {order!r}")
+            raise ValueError(f"a queue place out of range: {record['order']!r}")
         url.where = (rank, cls, seq)
-        if crawl.policy.order == "lifo" and cls == 1:
-            seq = 2**64 - 1 - seq  # a pushed seed of a lifo crawl: its place counts down
-        storage.advance_seq(crawl, seq)
+        storage.advance_seq(crawl, place_sequence(crawl.policy.order, cls, seq))
         storage.enqueue(crawl, q, url.where, url.fp)
         q.queued += 1
     elif state == spi.SCHEDULED:

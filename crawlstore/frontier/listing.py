@@ -12,9 +12,8 @@ from ..errors import InvalidArgument
 from ..seed import Seed
 from ..url import Fingerprint
 from . import spi
-from .base import _UNSET
 from .policy import check_cap, check_delay
-from .protocol import LastOutcome, QueueInfo, URLStatus, check_limit, check_time
+from .protocol import _UNSET, LastOutcome, QueueInfo, URLStatus, check_limit, check_time
 from .spi import IN_FLIGHT, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:

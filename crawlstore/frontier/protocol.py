@@ -192,6 +192,10 @@ def final_counters(report: Report) -> tuple[str, ...]:
 _REPORTS = (Done, Failed, Skipped, Cancelled, Retry, Backoff, Reschedule)
 
 
+#: An argument left out: the setting it names stays as it is.
+_UNSET: Any = object()
+
+
 def check_seed(seed: object) -> None:
     """``TypeError`` unless ``seed`` is a ``Seed``: what every storage checks at the call."""
     if not isinstance(seed, Seed):

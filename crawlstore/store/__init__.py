@@ -16,7 +16,7 @@ from ..clock import Clock, system_clock
 from ..errors import InvalidArgument, StoreError
 from ..frontier.core import set_defaults
 from ..frontier.policy import Defaults
-from ..frontier.protocol import QueueInfo, check_time
+from ..frontier.protocol import _UNSET, QueueInfo, check_time
 from .backup import copy_compacted
 from .engine import DATABASES, FORMAT_VERSION, Durability, Engine
 from .exchange import export_store, load_store
@@ -38,7 +38,6 @@ __all__ = [
     "verify",
 ]
 
-_UNSET: Any = object()
 _DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
 #: The longest crawl name, in UTF-8 bytes (names are keys).
 MAX_CRAWL_NAME = 200
@@ -198,17 +197,16 @@ class Store:
         sooner, checked every ``reap_interval`` seconds.
         """
         self._check_open()
-        options: dict[str, Any] = {name: value for name, value in (("delay", delay),
-                   ("max_in_flight", max_in_flight), ("lease_time", lease_time))
-                   if value is not _UNSET}  # fmt: skip
         return StoreFrontier(
             self._storage,
             crawl=self._check_name(crawl),
             clock=self.clock,
             order=order,
             queues=queues,
+            delay=delay,  # left out (_UNSET): the crawl's stored value
+            max_in_flight=max_in_flight,
+            lease_time=lease_time,
             reap_interval=reap_interval,
-            **options,
         )
 
     @overload

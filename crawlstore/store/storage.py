@@ -20,7 +20,6 @@ that a queue's entries, leases, expiries, schedule and URL list are each one key
 from __future__ import annotations
 
 import functools
-import math
 import os
 import struct
 import threading
@@ -68,13 +67,6 @@ _WRITE_BACK = frozenset({"meta", "crawls", "queues", "bloom"})
 #: Tables whose keys start with a crawl's id (deleting a crawl clears its range in each).
 CRAWL_TABLES = ("queues", "qnames", "ready", "pending", "leases", "expiries", "schedule",
                 "urls", "queue_urls", "bloom", "validators", "state")  # fmt: skip
-
-
-def _ms_up(t: float) -> int:
-    """A time as whole milliseconds, rounded up: an entry keyed by it is never early."""
-    if 0 <= t < 1e15:
-        return math.ceil(t * 1000)
-    return 0 if t < 0 else keys.U64_MAX
 
 
 def _memo(decode: Callable[[Any], _T]) -> Callable[[dict[str, Any]], _T]:
@@ -417,10 +409,10 @@ class LmdbStorage:
         qid, qkey, placed = queue.ref
         if event is None:
             index_key = None
-        elif placed is not None and not rotate and keys.read_u64(placed, 4) == _ms_up(event):
+        elif placed is not None and not rotate and keys.read_u64(placed, 4) == keys.ms_up(event):
             index_key = placed
         else:
-            index_key = crawl.ref + _MS_SEQ.pack(_ms_up(event), ctx.next_seq(crawl.ref))
+            index_key = crawl.ref + _MS_SEQ.pack(keys.ms_up(event), ctx.next_seq(crawl.ref))
         if index_key != placed:
             if placed is not None:
                 ctx.txn.delete(placed, db=self.dbs["ready"])
@@ -455,7 +447,7 @@ class LmdbStorage:
         # One indexed up to a millisecond ahead may come back; the core checks each queue's
         # exact time, and ``next_event`` (rounded up) is never early.
         cursor = self.cursor("ready")
-        now_ms = _ms_up(now)
+        now_ms = keys.ms_up(now)
         out: list[QueueRecord] = []
         if not cursor.set_range(crawl.ref):
             return out
@@ -524,7 +516,7 @@ class LmdbStorage:
     @staticmethod
     def _expiry_key(crawl: CrawlRecord, token: bytes, expires: float) -> bytes:
         prefix: bytes = crawl.ref
-        return prefix + token[:4] + _MS_SEQ.pack(_ms_up(expires), keys.read_u64(token, 4))
+        return prefix + token[:4] + _MS_SEQ.pack(keys.ms_up(expires), keys.read_u64(token, 4))
 
     def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
         if not isinstance(token, bytes) or len(token) != 16:
@@ -560,7 +552,7 @@ class LmdbStorage:
     def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
         cursor = self.cursor("expiries")
         qkey = queue.ref[1]
-        now_ms = _ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
+        now_ms = keys.ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
         found = []
         if cursor.set_range(qkey):
             while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
@@ -577,7 +569,11 @@ class LmdbStorage:
         return out
 
     def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
-        cursor = self.cursor("expiries")
+        return self._earliest("expiries", queue)
+
+    def _earliest(self, table: str, queue: QueueRecord) -> float | None:
+        """The earliest time in a queue's range of ``table`` (keyed queue, ms, sequence)."""
+        cursor = self.cursor(table)
         qkey = queue.ref[1]
         if cursor.set_range(qkey) and cursor.key()[:8] == qkey:
             return keys.read_u64(cursor.key(), 8) / 1000
@@ -590,7 +586,7 @@ class LmdbStorage:
     def _when_key(self, queue: QueueRecord, when: tuple[float, int]) -> bytes:
         at, seq = when
         qkey: bytes = queue.ref[1]
-        return qkey + _MS_SEQ.pack(_ms_up(at), seq)
+        return qkey + _MS_SEQ.pack(keys.ms_up(at), seq)
 
     def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
                  fp: bytes) -> None:  # fmt: skip
@@ -603,7 +599,7 @@ class LmdbStorage:
     def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
         cursor = self.ctx().cursor("schedule")
         qkey = queue.ref[1]
-        now_ms = _ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
+        now_ms = keys.ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
         out: list[tuple[Any, bytes]] = []
         if cursor.set_range(qkey):
             while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
@@ -620,11 +616,7 @@ class LmdbStorage:
         return out
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
-        cursor = self.cursor("schedule")
-        qkey = queue.ref[1]
-        if cursor.set_range(qkey) and cursor.key()[:8] == qkey:
-            return keys.read_u64(cursor.key(), 8) / 1000
-        return None
+        return self._earliest("schedule", queue)
 
     # -- URLs -----------------------------------------------------------------------------------
 
