@@ -292,12 +292,19 @@ class CoreFrontier(Frontier):
         q.queued += 1
 
     def _admit(
-        self, crawl: CrawlRecord, seed: Seed, now: float, queues: dict[str, QueueRecord]
+        self,
+        crawl: CrawlRecord,
+        seed: Seed,
+        now: float,
+        queues: dict[str, QueueRecord],
+        totals: dict[str, int],
     ) -> Admission:
+        """Queue ``seed`` unless it is queued, in flight or scheduled already; the crawl's
+        counters change in ``totals`` (the caller adds them once), the queue's in place."""
         fp = seed.fingerprint
         url = self.storage.url(crawl, fp)
         if url is not None and url.state in ACTIVE:
-            self._count(crawl, None, **{"refused:duplicate": 1})
+            totals["refused:duplicate"] = totals.get("refused:duplicate", 0) + 1
             return Admission(Reason.DUPLICATE)
         # A URL stays in the queue it was first admitted to (a key function of its tag, say,
         # could send it elsewhere when it is pushed again).
@@ -306,28 +313,22 @@ class CoreFrontier(Frontier):
         if q is None:
             q = queues[key] = self._queue(crawl, key, now)
         fresh = seed.with_lease(None) if seed.lease is not None else seed
+        counts = q.counts
         if url is None:
             url = UrlRecord(fp, fresh, QUEUED, key, None, now)
         else:  # known and finished: crawled again
-            self._count(crawl, q, **{spi.FINISHED[url.state]: -1})
+            gauge = spi.FINISHED[url.state]
+            counts[gauge] = counts.get(gauge, 0) - 1
+            totals[gauge] = totals.get(gauge, 0) - 1
             url.seed = fresh
         self._enqueue(crawl, q, url, 1)
-        self._count(crawl, q, admitted=1, queued=1)
+        counts["admitted"] = counts.get("admitted", 0) + 1
+        totals["admitted"] = totals.get("admitted", 0) + 1
+        totals["queued"] = totals.get("queued", 0) + 1
         return ACCEPTED
 
     def push(self, seed: Seed) -> Admission:
-        check_seed(seed)
-
-        def _write() -> Admission:
-            crawl = self._crawl_for_write()
-            now = self._clock()
-            queues: dict[str, QueueRecord] = {}
-            admission = self._admit(crawl, seed, now, queues)
-            for q in queues.values():
-                self._place(crawl, q, now)
-            return admission
-
-        return self.storage.run(_write)
+        return self.push_many([seed])[0]
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         batch = check_seeds(seeds)
@@ -336,7 +337,10 @@ class CoreFrontier(Frontier):
             crawl = self._crawl_for_write()
             now = self._clock()
             queues: dict[str, QueueRecord] = {}
-            admissions = [self._admit(crawl, seed, now, queues) for seed in batch]
+            totals: dict[str, int] = {}
+            admissions = [self._admit(crawl, seed, now, queues, totals) for seed in batch]
+            if totals:
+                self.storage.add_totals(crawl, totals)
             for q in queues.values():
                 self._place(crawl, q, now)
             return admissions

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..seed import PRIORITY_MAX, PRIORITY_MIN, Seed, _tag_name
-from ..seen import SeenSet
+from ..seen import SeenSet, contains_many, insert_many
 from ..url import parse_http_url
 from .base import Frontier
 from .protocol import (
@@ -171,23 +171,28 @@ class Dedup(Facade):
         fps: set[bytes] = set()
         with self.inner.transaction():
             seen: list[int] = []
+            candidates: list[int] = []
             for i, seed in enumerate(seeds):
                 fp = seed.fingerprint
                 if fp in fps:
                     repeats.append(i)
-                elif fp in self.seen:
-                    seen.append(i)
                 else:
                     fps.add(fp)
-                    first.append(i)
-            refused = self.core.refuse_many([Reason.DUPLICATE] * len(seen))
-            for i, admission in zip(seen, refused, strict=True):
-                results[i] = admission
-            admissions = self.inner.push_many([seeds[i] for i in first])
+                    candidates.append(i)
+            found = contains_many(self.seen, [seeds[i].fingerprint for i in candidates])
+            for i, known in zip(candidates, found, strict=True):
+                (seen if known else first).append(i)
+            if seen:
+                refused = self.core.refuse_many([Reason.DUPLICATE] * len(seen))
+                for i, admission in zip(seen, refused, strict=True):
+                    results[i] = admission
+            admissions = self.inner.push_many([seeds[i] for i in first]) if first else []
+            admitted = []
             for i, admission in zip(first, admissions, strict=True):
                 results[i] = admission
                 if admission:
-                    self.seen.insert(seeds[i].fingerprint)
+                    admitted.append(seeds[i].fingerprint)
+            insert_many(self.seen, admitted)
             for i in repeats:
                 results[i] = self.push(seeds[i])
         return [r for r in results if r is not None]
