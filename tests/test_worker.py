@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import MakeFrontier, seed
 
-from crawlstore import Done, ManualClock, Ready, Seed, Store, Validator
+from crawlstore import Done, ManualClock, Ready, Seed, Store, Validator, Worker
 from crawlstore.errors import InvalidArgument, NotInFlight, StoreError
 
 
@@ -159,3 +161,89 @@ def test_async_worker_with_many_tasks(make_frontier: MakeFrontier) -> None:
     stats = frontier.stats()
     assert stats.queued == stats.in_flight == 0
     assert stats.done == stats.admitted == 16 + sum(admitted)
+
+
+def _queued_behind_a_held_writer(worker: Worker, build: Callable[[], list[Any]]) -> list[Any]:
+    """Queue the units ``build()`` makes while the writer is held, so that they form one group
+    of their own (pages only: the fused path), then let it go."""
+    started, gate = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        gate.wait()
+
+    worker.submit(hold)
+    assert started.wait(10)  # the writer runs it: what is queued now waits for the next group
+    futures = build()
+    gate.set()
+    return futures
+
+
+def test_a_group_of_pages_gives_each_page_its_own_admissions(
+    make_frontier: MakeFrontier,
+) -> None:
+    frontier = make_frontier().dedup()
+    frontier.push_many(links(0, 3))
+    with frontier.worker(prefetch=3) as worker:
+        a, b, c = (worker.next() for _ in range(3))
+        assert a and b and c
+        batches: list[int] = []
+        write = worker._write_pages
+        worker._write_pages = lambda pages: batches.append(len(pages)) or write(pages)  # type: ignore[method-assign]
+        x, y, z = seed("x"), seed("y"), seed("z")
+        fa, fb, fc = _queued_behind_a_held_writer(
+            worker,
+            lambda: [
+                worker.finish(Done(a.seed), [x, y]),
+                worker.finish(Done(b.seed), [y, z, y]),
+                worker.finish(Done(c.seed)),
+            ],
+        )
+        assert [bool(r) for r in fa.result(10)] == [True, True]
+        assert [bool(r) for r in fb.result(10)] == [False, True, False]  # y seen, z new, y again
+        assert fc.result(10) == []
+        assert batches == [3]  # the three pages ran as one batch
+    stats = frontier.stats()
+    assert stats.done == 3 and stats.queued == 3 and stats.refused == {"duplicate": 2}
+
+
+def test_a_failing_page_in_a_group_of_pages_fails_alone(make_frontier: MakeFrontier) -> None:
+    frontier = make_frontier().dedup()
+    frontier.push_many(links(0, 2))
+    with frontier.worker(prefetch=2) as worker:
+        a, b = worker.next(), worker.next()
+        assert a and b
+        first, again, other = _queued_behind_a_held_writer(
+            worker,
+            lambda: [
+                worker.finish(Done(a.seed), [seed("one")]),
+                worker.finish(Done(a.seed), [seed("two")]),  # its lease ends just before
+                worker.finish(Done(b.seed), [seed("three")]),
+            ],
+        )
+        assert first.result(10)[0] and other.result(10)[0]
+        with pytest.raises(NotInFlight):
+            again.result(10)
+    assert {s.url.rsplit("/", 1)[1] for s in frontier.snapshot()} == {"one", "three"}
+
+
+def test_a_page_linking_to_a_seed_reported_in_its_group_sees_it_in_flight(
+    make_frontier: MakeFrontier,
+) -> None:
+    """One by one, a page's link to a seed that a later page of the group reports finds that
+    seed still in flight (a duplicate): grouped, the outcome is the same."""
+    frontier = make_frontier()  # no dedup: the frontier's own refusal of a URL it holds
+    frontier.push_many(links(0, 2))
+    with frontier.worker(prefetch=2) as worker:
+        a, b = worker.next(), worker.next()
+        assert a and b
+        fa, fb = _queued_behind_a_held_writer(
+            worker,
+            lambda: [
+                worker.finish(Done(a.seed), [b.seed.with_lease(None)]),
+                worker.finish(Done(b.seed)),
+            ],
+        )
+        assert not fa.result(10)[0]  # refused: b was in flight when a's links went in
+        fb.result(10)
+    assert frontier.stats().done == 2 and len(frontier) == 0

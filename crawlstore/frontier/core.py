@@ -79,6 +79,8 @@ _BATCH = 32
 #: The state a final report leaves a URL in (a Retry that no retry facade took: failed).
 _FINAL_STATES = {Done: spi.DONE, Skipped: spi.SKIPPED}
 _FINISHED_GAUGES = frozenset(spi.FINISHED.values())
+#: What a queue counts of a unit's counters (the crawl counts them all).
+_QUEUE_COUNTS = frozenset(spi.COUNTS) | _FINISHED_GAUGES
 
 
 def place_sequence(order: str, cls: int, seq: int) -> int:
@@ -156,6 +158,8 @@ class CoreFrontier(Frontier):
         #: it again (a rolled-back transaction may have created it, another view changed it).
         self._crawl: CrawlRecord | None = None
         self._defaults = DEFAULTS
+        #: The policy of a queue that sets none: (crawl policy, defaults, effective policy).
+        self._plain: tuple[Any, Any, Any] = (None, None, None)
         given = changes or order is not None or queues is not None
         self._pending = CrawlRecord(
             crawl, CrawlPolicy(order or "priority", queues or "single").merged(**changes), 0.0
@@ -242,6 +246,15 @@ class CoreFrontier(Frontier):
         return key
 
     def _effective(self, crawl: CrawlRecord, q: QueueRecord) -> Effective:
+        if q.delay is None and q.cap is None and q.limit is None and not q.blocked:
+            # a queue with no policy of its own (most): the crawl's, kept while it is the same
+            plain = self._plain
+            if plain[0] is crawl.policy and plain[1] is self._defaults:
+                known: Effective = plain[2]
+                return known
+            effective = resolve(self._defaults, crawl.policy, None, None, None, q.blocked)
+            self._plain = (crawl.policy, self._defaults, effective)
+            return effective
         return resolve(self._defaults, crawl.policy, q.delay, q.cap, q.limit, q.blocked)
 
     # -- queues: placing them in the crawl's index ---------------------------------------------
@@ -274,7 +287,7 @@ class CoreFrontier(Frontier):
         if q is not None:
             counts = q.counts
             for name, n in deltas.items():
-                if name in spi.COUNTS or name in _FINISHED_GAUGES:
+                if name in _QUEUE_COUNTS:
                     counts[name] = counts.get(name, 0) + n
         self.storage.add_totals(crawl, deltas)
 

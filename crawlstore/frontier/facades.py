@@ -136,6 +136,12 @@ class Facade(Frontier):
     def report(self, report: Report) -> None:
         self.inner.report(report)
 
+    def report_many(self, reports: Iterable[Report]) -> None:
+        if type(self).report is Facade.report:  # reports pass through unchanged: as a batch
+            self.inner.report_many(reports)
+        else:
+            super().report_many(reports)
+
     def __repr__(self) -> str:
         return f"{self.inner!r}.{type(self).__name__}"
 

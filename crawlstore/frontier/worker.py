@@ -30,6 +30,7 @@ from ..seed import Seed
 from .protocol import Admission, Backoff, Cancelled, Ready, Report, Wait, check_limit, check_report
 
 if TYPE_CHECKING:
+    from ..url import Fingerprint
     from ..validators import Validator, Validators
     from .base import Frontier
 
@@ -48,6 +49,25 @@ def _token(ready: Ready) -> bytes:
     lease = ready.lease
     assert lease is not None  # every seed a frontier hands out carries its lease
     return lease.token
+
+
+class _Unfused(Exception):
+    """A fused group of pages failed: it rolls back and runs again one unit at a time."""
+
+
+def _fusable(units: list[_Unit[Any]]) -> bool:
+    """Whether a group can run as one batch of reports and one of links with the outcome of
+    running its units one by one: pages only, and no page links to a seed reported in the
+    group (one by one, an earlier page would find it still in flight)."""
+    if len(units) < 2 or any(unit.page is None for unit in units):
+        return False
+    reported = {unit.page.fp for unit in units if unit.page is not None}
+    return not any(
+        seed.fingerprint in reported
+        for unit in units
+        if unit.page is not None
+        for seed in unit.page.links
+    )
 
 
 class _Failed(Exception):
@@ -115,13 +135,27 @@ class _Outbox:
                 slot.future.set_result(value)
 
 
-class _Unit(Generic[_T]):
-    __slots__ = ("future", "run", "token")
+class _Page:
+    """What a page's unit writes: its report, its links, its validator."""
 
-    def __init__(self, run: Callable[[], _T], token: bytes | None, future: Any) -> None:
+    __slots__ = ("fp", "links", "report", "validator")
+
+    def __init__(
+        self, report: Report, fp: Fingerprint, links: list[Seed], validator: Validator | None
+    ) -> None:
+        self.report, self.fp, self.links, self.validator = report, fp, links, validator
+
+
+class _Unit(Generic[_T]):
+    __slots__ = ("future", "page", "run", "token")
+
+    def __init__(
+        self, run: Callable[[], _T], token: bytes | None, future: Any, page: _Page | None = None
+    ) -> None:
         self.run = run
         self.future: Future[_T] | _Posted = future
         self.token = token  # the lease of a seed this worker handed out, which the unit ends
+        self.page = page  # a page's unit (finish), which a group may run fused with others
 
 
 class Worker:
@@ -219,33 +253,46 @@ class Worker:
         ``validator`` (into the worker's ``validators``): one atomic unit, in the next group
         commit. The future resolves to the links' admissions once committed, or raises what
         the unit raised (nothing of it was written)."""
-        return self._queue(*self._page(report, links, validator))
+        run, token, _, page = self._page(report, links, validator)
+        return self._queue(run, token, None, page)
 
     def _page(
         self, report: Report, links: Iterable[Seed], validator: Validator | None
-    ) -> tuple[Callable[[], list[Admission]], bytes | None]:
-        """A page's unit, and the lease it ends."""
+    ) -> tuple[Callable[[], list[Admission]], bytes | None, None, _Page]:
+        """A page's unit, the lease it ends, and what it writes."""
         check_report(report)
         if isinstance(report, Backoff):
             raise InvalidArgument(
-                "finish() takes a report of a page (Done, Retry ...), not Backoff"
+                "finish() takes the report of a page (Done, Retry...), not Backoff"
             )
-        seeds = list(links)
-        frontier, validators = self.frontier, self.validators
-        if validator is not None and validators is None:
+        page = _Page(report, report.seed.fingerprint, list(links), validator)
+        if validator is not None and self.validators is None:
             raise InvalidArgument(
                 "finish(validator=...) needs the worker's validators: "
                 "frontier.worker(validators=store.validators())"
             )
 
         def unit() -> list[Admission]:
-            frontier.report(report)
-            if validator is not None and validators is not None:
-                validators.put(report.seed.fingerprint, validator)
-            return frontier.push_many(seeds) if seeds else []
+            return self._write_pages([page])[0]
 
         lease = report.seed.lease
-        return unit, lease.token if lease is not None else None
+        return unit, lease.token if lease is not None else None, None, page
+
+    def _write_pages(self, pages: list[_Page]) -> list[list[Admission]]:
+        """Write pages' units together: their reports in one batch, their validators, then
+        their links in one batch; each page's admissions."""
+        frontier, validators = self.frontier, self.validators
+        frontier.report_many([page.report for page in pages])
+        for page in pages:
+            if page.validator is not None and validators is not None:
+                validators.put(page.fp, page.validator)
+        links = [seed for page in pages for seed in page.links]
+        admissions = frontier.push_many(links) if links else []
+        out, at = [], 0
+        for page in pages:
+            out.append(admissions[at : at + len(page.links)])
+            at += len(page.links)
+        return out
 
     def submit(self, function: Callable[[], _T]) -> Future[_T]:
         """Queue ``function()`` as a unit of its own, run in the next group's transaction on
@@ -253,10 +300,14 @@ class Worker:
         return self._queue(_checked(function), None)
 
     def _queue(
-        self, run: Callable[[], _T], token: bytes | None, slot: _Posted | None = None
+        self,
+        run: Callable[[], _T],
+        token: bytes | None,
+        slot: _Posted | None = None,
+        page: _Page | None = None,
     ) -> Future[_T]:
         future: Any = slot if slot is not None else Future()
-        unit = _Unit(run, token, future)
+        unit = _Unit(run, token, future, page)
         with self._cond:
             self._check_open()
             self._units.append(unit)
@@ -333,17 +384,25 @@ class Worker:
 
     def _commit(self, units: list[_Unit[Any]], want: int) -> None:
         frontier = self.frontier
+        fuse = _fusable(units)
         while True:
             results: list[tuple[_Unit[Any], Any]] = []
             got: list[Ready] = []
             outlook: Any = None
             try:
                 with frontier.transaction():
-                    for unit in units:
+                    if fuse:  # pages only: one batch of reports, one of links
                         try:
-                            results.append((unit, unit.run()))
+                            pages = [unit.page for unit in units if unit.page is not None]
+                            results = list(zip(units, self._write_pages(pages), strict=True))
                         except Exception as exc:
-                            raise _Failed(unit, exc) from exc
+                            raise _Unfused from exc
+                    else:
+                        for unit in units:
+                            try:
+                                results.append((unit, unit.run()))
+                            except Exception as exc:
+                                raise _Failed(unit, exc) from exc
                     if want:
                         got = frontier.pop_many(want, lease_time=self._lease_time)
                         if not got:
@@ -353,6 +412,9 @@ class Worker:
                             elif not isinstance(outlook, Wait):  # Empty: unless in flight
                                 empty = frontier.stats().in_flight == 0
                                 outlook = "empty" if empty else Wait(frontier.clock() + self.poll)
+            except _Unfused:  # one of the pages fails: nothing was written; one unit at a time
+                fuse = False
+                continue
             except _Failed as failed:  # nothing of the group was written: again, without it
                 failed.unit.future.set_exception(failed.exc)
                 units = [unit for unit in units if unit is not failed.unit]
@@ -463,7 +525,8 @@ class AsyncWorker:
         """Queue the page's unit (``report``, its ``links``, its ``validator``) and wait until
         it is committed; the links' admissions."""
         slot = _Posted(self._worker._outbox)
-        self._worker._queue(*self._worker._page(report, links, validator), slot)
+        run, token, _, page = self._worker._page(report, links, validator)
+        self._worker._queue(run, token, slot, page)
         result: list[Admission] = await slot.future
         return result
 
