@@ -168,39 +168,40 @@ class Dedup(Facade):
             return admission
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
-        """The unseen seeds go inwards as one batch. A fingerprint repeated within the batch is
-        pushed after it, one at a time, so it is refused only if its first copy was admitted."""
+        """The unseen seeds go inwards as one batch, checked against ``seen`` in one read and
+        recorded in one write. A fingerprint repeated within the batch is a duplicate when its
+        first copy was seen or admitted; when the inner frontier refused the first copy, the
+        repeat is pushed after it, on its own (it may differ, in depth say)."""
         seeds = check_seeds(seeds)
         results: list[Admission | None] = [None] * len(seeds)
-        first: list[int] = []
+        first: dict[bytes, int] = {}  # a fingerprint's first index in the batch
         repeats: list[int] = []
-        fps: set[bytes] = set()
+        for i, seed in enumerate(seeds):
+            if first.setdefault(seed.fingerprint, i) != i:
+                repeats.append(i)
         with self.inner.transaction():
-            seen: list[int] = []
-            candidates: list[int] = []
-            for i, seed in enumerate(seeds):
-                fp = seed.fingerprint
-                if fp in fps:
-                    repeats.append(i)
-                else:
-                    fps.add(fp)
-                    candidates.append(i)
-            found = contains_many(self.seen, [seeds[i].fingerprint for i in candidates])
-            for i, known in zip(candidates, found, strict=True):
-                (seen if known else first).append(i)
-            if seen:
-                refused = self.core.refuse_many([Reason.DUPLICATE] * len(seen))
-                for i, admission in zip(seen, refused, strict=True):
-                    results[i] = admission
-            admissions = self.inner.push_many([seeds[i] for i in first]) if first else []
+            order = list(first.values())
+            found = contains_many(self.seen, [seeds[i].fingerprint for i in order])
+            fresh = [i for i, known in zip(order, found, strict=True) if not known]
+            admissions = self.inner.push_many([seeds[i] for i in fresh]) if fresh else []
             admitted = []
-            for i, admission in zip(first, admissions, strict=True):
+            for i, admission in zip(fresh, admissions, strict=True):
                 results[i] = admission
                 if admission:
                     admitted.append(seeds[i].fingerprint)
             insert_many(self.seen, admitted)
+            # seen, a repeat of one seen, a repeat of one admitted: duplicates
+            repeated = set(repeats)
+            duplicates = [i for i in range(len(seeds)) if results[i] is None and (
+                i not in repeated or results[first[seeds[i].fingerprint]] is None
+                or results[first[seeds[i].fingerprint]])]  # fmt: skip
+            if duplicates:
+                refused = self.core.refuse_many([Reason.DUPLICATE] * len(duplicates))
+                for i, admission in zip(duplicates, refused, strict=True):
+                    results[i] = admission
             for i in repeats:
-                results[i] = self.push(seeds[i])
+                if results[i] is None:  # its first copy refused by the inner frontier
+                    results[i] = self.push(seeds[i])
         return [r for r in results if r is not None]
 
 
