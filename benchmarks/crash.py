@@ -63,12 +63,12 @@ def check(key: str, path: str, log: str) -> dict[str, object]:
     """Reopen the killed child's state and compare it with its log (in this process)."""
     seeded = False
     acked: dict[int, str] = {}
-    popped: set[str] = set()
+    order: list[str] = []  # seeds in the order handed out: the i-th is page i's
     for line in Path(log).read_text().splitlines():
         if line == "S":
             seeded = True
         elif line.startswith("P "):
-            popped.add(line[2:])
+            order.append(line[2:])
         elif line.startswith("A "):
             _, page, u = line.split(" ", 2)
             acked[int(page)] = u
@@ -77,6 +77,7 @@ def check(key: str, path: str, log: str) -> dict[str, object]:
     except Exception as exc:  # the state cannot be read back
         return {"phrase": "everything (unreadable)", "error": f"{type(exc).__name__}: {exc}"}
     queued, known = state.queued, state.known
+    popped = set(order)
     pushed: dict[str, int] = {u: -1 for u in start_urls()} if seeded else {}
     for page in sorted(acked):
         for u in page_links(page):
@@ -84,7 +85,15 @@ def check(key: str, path: str, log: str) -> dict[str, object]:
     done = set(acked.values())
     in_flight = popped - done
     dropped = [(page, u) for u, page in pushed.items() if u not in popped and u not in queued]
-    lost_in_flight = sorted(u for u in in_flight if u not in queued)
+    # A seed handed out and not acknowledged must be queued again, unless the kill came
+    # between its commit and the acknowledgement: then its links are all there.
+    lost_in_flight = sorted(
+        u
+        for page, u in enumerate(order)
+        if u in in_flight
+        and u not in queued
+        and not all(v in queued or v in popped or known(v) for v in page_links(page))
+    )
     requeued = sorted(u for u in done if u in queued)
     forgotten = sorted(u for u in done if not known(u))
     waiting = sum(1 for u in pushed if u not in popped)

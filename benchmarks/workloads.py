@@ -156,10 +156,13 @@ def push_pop(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> 
                 if grouped and (cls.memory or not cls.grouping):
                     continue
                 row = _row(cls, ctx)
+                row.note = ""
                 if not grouped and cls.memory:
                     row.note = "no commits (one row)"
+                elif not grouped and cls.key.startswith("scrapy"):
+                    row.note = "no commits: JOBDIR state is written at close (one row)"
                 elif not grouped and not cls.grouping:
-                    row.note = "commits each call itself: no grouping (one row)"
+                    row.note = "a commit per call, no grouping (one row)"
                 row.ops = plan.ops if grouped or not cls.syncs else plan.sync_ops
                 t.rows.append(row)
             tables.append(t)
@@ -300,7 +303,7 @@ def _memory_bytes(key: str, fps: list[Fingerprint]) -> float:
         return float(_rbloom(n).size_in_bits / 8)
     if key == "bloom-seen":
         b = BloomSeen(n, 0.01)
-        return float(b.nbytes())
+        return float(b.nbytes)
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]

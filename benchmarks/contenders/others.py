@@ -13,8 +13,8 @@ from . import NULL_PROBE, Contender, LinksOf, Probe, Recovered
 class PersistQueue(Contender):
     """persist-queue's ``SQLiteAckQueue`` as it ships (``auto_commit=True``: a commit per call,
     WAL, sqlite3's default ``synchronous``), with the same library's ``PDict`` (a SQLite
-    table) as the seen set: both persist. A page: ``get``, ``ack``, and for each link a
-    ``PDict`` check + set and a ``put``."""
+    table) as the seen set: both persist. A page: ``get``, for each link a ``PDict``
+    check + set and a ``put``, then ``ack``."""
 
     key = "persist-queue"
     label = "persist-queue SQLiteAckQueue + PDict as seen"
@@ -42,11 +42,11 @@ class PersistQueue(Contender):
         for i in range(pages):
             url = get(block=False)
             popped(url)
-            ack(url)
             for u in links_of(i):
                 if u not in seen:
                     seen[u] = 1
                     put(u)
+            ack(url)  # after its links: a kill before it gives the page back
             acked(i, url)
 
     def push(self, urls: Sequence[str], batch: int) -> None:
