@@ -165,6 +165,8 @@ class Progress:
         self._task: Any = None
         self._total = self._done = 0
         self._name = ""
+        if not sys.stdout.isatty():  # a log file: rich would draw nothing until the end
+            return
         try:
             from rich.progress import (
                 BarColumn,
