@@ -40,8 +40,8 @@ class _Printer(Probe):
     def __init__(self) -> None:
         self.write, self.flush = sys.stdout.write, sys.stdout.flush
 
-    def popped(self, url: str) -> None:
-        self.write(f"P {url}\n")
+    def popped(self, url: str, page: int | None = None) -> None:
+        self.write(f"P {url}\n" if page is None else f"Q {page} {url}\n")
         self.flush()
 
     def acked(self, page: int, url: str) -> None:
@@ -64,11 +64,15 @@ def check(key: str, path: str, log: str) -> dict[str, object]:
     seeded = False
     acked: dict[int, str] = {}
     order: list[str] = []  # seeds in the order handed out: the i-th is page i's
+    pages: dict[int, str] = {}  # or, from contenders with pages in flight, page by page
     for line in Path(log).read_text().splitlines():
         if line == "S":
             seeded = True
         elif line.startswith("P "):
             order.append(line[2:])
+        elif line.startswith("Q "):
+            _, page, u = line.split(" ", 2)
+            pages[int(page)] = u
         elif line.startswith("A "):
             _, page, u = line.split(" ", 2)
             acked[int(page)] = u
@@ -77,7 +81,8 @@ def check(key: str, path: str, log: str) -> dict[str, object]:
     except Exception as exc:  # the state cannot be read back
         return {"phrase": "everything (unreadable)", "error": f"{type(exc).__name__}: {exc}"}
     queued, known = state.queued, state.known
-    popped = set(order)
+    order = order or [pages.get(i, "") for i in range(max(pages, default=-1) + 1)]
+    popped = set(order) - {""}
     pushed: dict[str, int] = {u: -1 for u in start_urls()} if seeded else {}
     for page in sorted(acked):
         for u in page_links(page):

@@ -23,8 +23,8 @@ class Probe:
     """What a crawl loop tells the crash probe: a seed popped, a page's commit returned. The
     timed runs use this no-op one."""
 
-    def popped(self, url: str) -> None:
-        pass
+    def popped(self, url: str, page: int | None = None) -> None:
+        """A seed handed out (for page ``page``, when pages run out of order)."""
 
     def acked(self, page: int, url: str) -> None:
         pass

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from crawlstore import Done, Durability, InMemFrontier, Ready, Seed, Store
 
@@ -183,14 +184,81 @@ class StoreByHand(StoreSafe):
             i += len(readies)
 
 
-# ---------------------------------------------------------------------------------------------
-# GROUP-COMMIT API CONTENDERS GO HERE.
-#
-# The group-commit API (``frontier.worker()`` with 64 pages in flight, driven from asyncio
-# and from threads) is added by its author. A contender is a subclass of ``StoreSafe`` (for
-# its open/seed/recover) with a ``key``, a ``label`` and a ``crawl(pages, links_of, probe)``
-# that calls ``probe.popped(url)`` when a seed is handed out and ``probe.acked(i, url)`` once
-# the commit holding page ``i``'s report and links has returned. Append the class to this
-# list: every workload and the crash probe pick it up.
-# ---------------------------------------------------------------------------------------------
-GROUP_COMMIT_CONTENDERS: list[type[Contender]] = []
+#: Pages in flight in the group-commit contenders (asyncio tasks, or threads).
+IN_FLIGHT = 64
+
+
+class WorkerAsync(StoreSafe):
+    """The group-commit API from asyncio: 64 tasks share ``frontier.async_worker()``; each
+    awaits a seed, builds its links, and awaits ``finish`` (its commit)."""
+
+    key = "crawlstore-worker-async"
+    label = f'crawlstore Store "{SAFE}", async_worker(), {IN_FLIGHT} pages in flight'
+    syncs = True  # an fsync a group
+    note = f"{IN_FLIGHT} asyncio tasks; a group commit, one fsync, for the pages waiting"
+
+    def crawl(self, pages: int, links_of: LinksOf, probe: Probe = NULL_PROBE) -> None:
+        import asyncio
+
+        numbers = iter(range(pages))
+        get, popped, acked = Seed.get, probe.popped, probe.acked
+
+        async def task(worker: Any) -> None:
+            for i in numbers:
+                ready = await worker.next()
+                if ready is None:
+                    raise RuntimeError("crawlstore: nothing to pop")
+                popped(ready.seed.url, i)
+                await worker.finish(Done(ready.seed), [get(u) for u in links_of(i)])
+                acked(i, ready.seed.url)
+
+        async def main() -> None:
+            async with self.frontier.async_worker(prefetch=IN_FLIGHT) as worker:
+                await asyncio.gather(*(task(worker) for _ in range(IN_FLIGHT)))
+
+        asyncio.run(main())
+
+
+class WorkerThreads(StoreSafe):
+    """The group-commit API from threads: 64 threads share ``frontier.worker()``."""
+
+    key = "crawlstore-worker-threads"
+    label = f'crawlstore Store "{SAFE}", worker(), {IN_FLIGHT} threads'
+    syncs = True
+    note = f"{IN_FLIGHT} threads; a group commit, one fsync, for the pages waiting"
+
+    def crawl(self, pages: int, links_of: LinksOf, probe: Probe = NULL_PROBE) -> None:
+        import threading
+
+        numbers = iter(range(pages))
+        lock = threading.Lock()
+        get, popped, acked = Seed.get, probe.popped, probe.acked
+        errors: list[BaseException] = []
+
+        def run(worker: Any) -> None:
+            try:
+                while True:
+                    with lock:
+                        i = next(numbers, None)
+                    if i is None:
+                        return
+                    ready = worker.next()
+                    if ready is None:
+                        raise RuntimeError("crawlstore: nothing to pop")
+                    popped(ready.seed.url, i)
+                    worker.finish(Done(ready.seed), [get(u) for u in links_of(i)]).result()
+                    acked(i, ready.seed.url)
+            except BaseException as exc:
+                errors.append(exc)
+
+        with self.frontier.worker(prefetch=IN_FLIGHT) as worker:
+            threads = [threading.Thread(target=run, args=(worker,)) for _ in range(IN_FLIGHT)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        if errors:
+            raise errors[0]
+
+
+GROUP_COMMIT_CONTENDERS: list[type[Contender]] = [WorkerAsync, WorkerThreads]

@@ -258,6 +258,7 @@ class Frontier(ABC):
         group: int = 256,
         lease_time: float | None = None,
         poll: float = 1.0,
+        linger: float = 0.002,
         validators: Validators | None = None,
     ) -> Worker:
         """Group commit for threads: a ``Worker`` that leases seeds ahead (``prefetch`` at
@@ -266,7 +267,7 @@ class Frontier(ABC):
         from .worker import Worker
 
         return Worker(self, prefetch=prefetch, group=group, lease_time=lease_time, poll=poll,
-                      validators=validators)  # fmt: skip
+                      linger=linger, validators=validators)  # fmt: skip
 
     def async_worker(
         self,
@@ -275,13 +276,14 @@ class Frontier(ABC):
         group: int = 256,
         lease_time: float | None = None,
         poll: float = 1.0,
+        linger: float = 0.002,
         validators: Validators | None = None,
     ) -> AsyncWorker:
         """``worker()`` for asyncio: every write on the worker's thread, awaited by the loop."""
         from .worker import AsyncWorker
 
         return AsyncWorker(self, prefetch=prefetch, group=group, lease_time=lease_time,
-                           poll=poll, validators=validators)  # fmt: skip
+                           poll=poll, linger=linger, validators=validators)  # fmt: skip
 
     # -- the facade chain -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -169,8 +170,9 @@ class Worker:
       the group's transaction on the writer thread, and must not block.
 
     ``prefetch`` is how many seeds the worker holds at most, handed out or waiting; ``group``
-    caps the units of one commit. ``poll`` is the longest the writer waits (real seconds)
-    before it looks at the frontier again; ``wake()`` makes it look now (a test that moves a
+    caps the units of one commit; ``linger`` is how long (real seconds) a group waits for the
+    units of other callers holding seeds, so that more pages share its commit. ``poll`` is
+    the longest the writer waits (real seconds) before it looks at the frontier again; ``wake()`` makes it look now (a test that moves a
     ``ManualClock`` calls it). ``close()`` (the end of ``with``) commits what is queued and
     gives the seeds never handed out back to the front of their queues (as ``Cancelled``);
     seeds handed out and not finished keep their leases.
@@ -184,6 +186,7 @@ class Worker:
         group: int = 256,
         lease_time: float | None = None,
         poll: float = 1.0,
+        linger: float = 0.002,
         validators: Validators | None = None,
     ) -> None:
         check_limit(prefetch)
@@ -192,8 +195,10 @@ class Worker:
             raise InvalidArgument(f"prefetch and group must be at least 1: {prefetch}, {group}")
         if poll <= 0:
             raise InvalidArgument(f"poll must be more than 0 seconds: {poll}")
+        if not 0 <= linger <= 1:
+            raise InvalidArgument(f"linger is 0 to 1 second: {linger}")
         self.frontier = frontier
-        self.prefetch, self.group, self.poll = prefetch, group, poll
+        self.prefetch, self.group, self.poll, self.linger = prefetch, group, poll, linger
         self._lease_time = lease_time
         self.validators = validators
         self._cond = threading.Condition()
@@ -346,10 +351,12 @@ class Worker:
                         if self._closing and not self._units:
                             return
                         self._cond.wait(self._timeout())
+                    self._linger()
                     units = [
                         self._units.popleft() for _ in range(min(self.group, len(self._units)))
                     ]
-                    want = self._want() if not self._closing else 0
+                    finishing = sum(1 for unit in units if unit.token in self._held)
+                    want = self._want(finishing) if not self._closing else 0
                 self._commit(units, want)
         except BaseException as exc:  # the frontier or store failed: every caller hears it
             with self._cond:
@@ -364,13 +371,27 @@ class Worker:
             self._outbox.send()
             self._give_back_all()
 
-    def _want(self) -> int:
-        """How many seeds to lease now: room under ``prefetch``, when a caller waits."""
-        if not self._waiters or self._finished:
+    def _linger(self) -> None:
+        """Wait up to ``linger`` seconds for the units of more holders to join the group (one
+        commit, one fsync, for more pages): only while callers hold seeds they have not
+        finished, and the group has room."""
+        if not self.linger or not self._units or self._closing:
+            return
+        deadline = time.monotonic() + self.linger
+        while len(self._units) < min(len(self._held), self.group) and not self._closing:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._cond.wait(left)
+
+    def _want(self, finishing: int = 0) -> int:
+        """How many seeds to lease now: room under ``prefetch``, when a caller waits or, with
+        ``finishing`` seeds whose units are about to be committed, will ask again."""
+        if not (self._waiters or finishing) or self._finished:
             return 0
         if self._wait_until is not None and self.frontier.clock() < self._wait_until:
             return 0
-        return max(0, self.prefetch - len(self._ready) - len(self._held))
+        return max(0, self.prefetch - len(self._ready) - len(self._held) + finishing)
 
     def _work(self) -> bool:
         return bool(self._units) or self._want() > 0
