@@ -172,10 +172,11 @@ class Worker:
     ``prefetch`` is how many seeds the worker holds at most, handed out or waiting; ``group``
     caps the units of one commit; ``linger`` is how long (real seconds) a group waits for the
     units of other callers holding seeds, so that more pages share its commit. ``poll`` is
-    the longest the writer waits (real seconds) before it looks at the frontier again; ``wake()`` makes it look now (a test that moves a
-    ``ManualClock`` calls it). ``close()`` (the end of ``with``) commits what is queued and
-    gives the seeds never handed out back to the front of their queues (as ``Cancelled``);
-    seeds handed out and not finished keep their leases.
+    the longest the writer waits (real seconds) before it looks at the frontier again;
+    ``wake()`` makes it look now (a test that moves a ``ManualClock`` calls it). ``close()``
+    (the end of ``with``) commits what is queued and gives the seeds never handed out back to
+    the front of their queues (as ``Cancelled``); seeds handed out and not finished keep their
+    leases.
     """
 
     def __init__(
