@@ -1,45 +1,85 @@
-"""``python -m benchmarks [--quick]``: every benchmark in one run, printed as a markdown table."""
+"""``python -m benchmarks [--quick | --full] [--only NAME ...] [--out DIR]``: the benchmark
+suite. Every comparison runs its contenders in this one process, alternating them within
+each round, and reports medians and ratios. Writes results.json, results.md and one PNG
+chart of ratios per workload (with matplotlib) to ``--out`` (default docs/benchmarks/).
+
+The older parts (core, durability, recrawl, traps, the store's Issue 3 rows) stay runnable as
+``python -m benchmarks.legacy``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import platform
+import functools
 import sys
+import time
+from pathlib import Path
 
-from . import core, durability, recrawl, store, traps
-from .harness import table
+from .suite import ROOT, Plan, Progress, Scratch, Table, charts, markdown, run_checked, stamp
+from .suite import write_json as write_results
+from .workloads import WORKLOADS, Context
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="the whole suite in about 2 minutes")
+    size.add_argument("--full", action="store_true", help="sizes up to 1e7 (up to an hour)")
     parser.add_argument(
         "--only",
-        choices=["core", "durability", "recrawl", "traps", "store"],
         action="append",
-        help="run only these parts (repeatable); all of them by default",
+        choices=list(WORKLOADS),
+        metavar="NAME",
+        help=f"run only this workload (repeatable): {', '.join(WORKLOADS)}",
     )
-    store.add_arguments(parser)
-    args = parser.parse_args()
-    n = 10_000 if args.quick else 100_000
-    parts = set(args.only or ["core", "durability", "recrawl", "traps", "store"])
-    results = []
-    if "core" in parts:
-        results += core.bench_fingerprint(n // 2)
-        results += core.bench_parser(n // 2)
-        results += core.bench_frontier(n)
-        results += core.bench_seen(n * 10 if not args.quick else n)
-    if "durability" in parts:
-        results += durability.bench_durability(500 if args.quick else 2_000, n // 5)
-    if "recrawl" in parts:
-        results += recrawl.bench_validators(n // 10)
-    if "traps" in parts:
-        results += traps.bench_traps(100 if args.quick else 1000, 50)
-    if "store" in parts:
-        results += store.bench(args, n)
-    print(f"python {platform.python_version()} on {platform.machine()}, {sys.platform}")
-    print(table(results))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "docs" / "benchmarks",
+        help="where results.json, results.md and the charts go",
+    )
+    args = parser.parse_args(argv)
+    plan = Plan.make("quick" if args.quick else "full" if args.full else "default")
+    names = args.only or list(WORKLOADS)
+    args.out.mkdir(parents=True, exist_ok=True)
+    the_stamp = stamp()
+    tables: list[Table] = []
+    scratch = Scratch()
+    ctx = Context()
+    started = time.perf_counter()
+    failed = []
+    try:
+        with Progress() as progress:
+            for name in WORKLOADS:  # in suite order: the crawl loop measures the crash column
+                if name not in names:
+                    continue
+                run = functools.partial(WORKLOADS[name], plan, scratch, progress, ctx)
+                got = run_checked(name, run, progress)
+                if got is None:
+                    failed.append(name)
+                    tables.append(Table(name, f"{name}: failed (see the log)", "op", ""))
+                else:
+                    tables += got
+                write_results(args.out / "results.json", the_stamp, plan, tables)
+            the_stamp["seconds"] = round(time.perf_counter() - started, 1)
+            write_results(args.out / "results.json", the_stamp, plan, tables)
+            (args.out / "results.md").write_text(markdown(the_stamp, plan, tables) + "\n")
+            written = charts(args.out, tables, progress)
+    finally:
+        scratch.close()
+    print(
+        f"wrote {args.out / 'results.json'}, {args.out / 'results.md'} and {len(written)} "
+        f"charts in {time.perf_counter() - started:.0f} s"
+    )
+    if failed:
+        print(f"workloads that failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,6 +4,7 @@ from . import errors
 from .clock import Clock, ManualClock
 from .frontier import (
     Admission,
+    AsyncWorker,
     Backoff,
     Cancelled,
     Defaults,
@@ -24,6 +25,7 @@ from .frontier import (
     Stats,
     URLStatus,
     Wait,
+    Worker,
     register_queue_key,
 )
 from .seed import Seed
@@ -37,6 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "FINGERPRINT_VERSION",
     "Admission",
+    "AsyncWorker",
     "Backoff",
     "BloomSeen",
     "Cancelled",
@@ -69,6 +72,7 @@ __all__ = [
     "URLStatus",
     "Validator",
     "Wait",
+    "Worker",
     "canonicalize",
     "errors",
     "fingerprint",

@@ -12,7 +12,13 @@ from typing import Any
 import msgpack
 
 from .errors import InvalidSeed
-from .url import Fingerprint, _canonical, fingerprint_canonical, parse_http_url
+from .url import (
+    Fingerprint,
+    _canonical,
+    fingerprint_canonical,
+    get_fingerprint,
+    parse_http_url,
+)
 
 __all__ = ["MAX_META", "PRIORITY_MAX", "PRIORITY_MIN", "Lease", "Seed", "Tag"]
 
@@ -181,10 +187,9 @@ class Seed:
     @classmethod
     def get(cls, url: str) -> Seed:
         """A GET request for ``url``."""
-        parsed = parse_http_url(url)  # every other field is a default: nothing else to check
+        href, fp = get_fingerprint(url)  # every other field is a default: nothing to check
         new = object.__new__(cls)
-        new._init("GET", parsed.href, (), b"", None, 0, 0, 1, _NO_META,
-                  fingerprint_canonical("GET", _canonical(parsed), b""))  # fmt: skip
+        new._init("GET", href, (), b"", None, 0, 0, 1, _NO_META, fp)
         return new
 
     @classmethod

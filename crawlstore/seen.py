@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgpack
@@ -33,6 +33,20 @@ class SeenSet(Protocol):
     def __contains__(self, fp: object) -> bool: ...
 
     def __len__(self) -> int: ...
+
+
+def contains_many(seen: SeenSet, fps: Sequence[bytes]) -> list[bool]:
+    """Whether each fingerprint is in ``seen``: in one read when the set can (the store's do,
+    with ``contains_many``), else one by one."""
+    many = getattr(seen, "contains_many", None)
+    return list(many(fps)) if many is not None else [fp in seen for fp in fps]
+
+
+def insert_many(seen: SeenSet, fps: Sequence[bytes]) -> int:
+    """Insert each fingerprint into ``seen`` (in one write when the set can); how many were
+    new."""
+    many = getattr(seen, "insert_many", None)
+    return int(many(fps)) if many is not None else sum(seen.insert(Fingerprint(fp)) for fp in fps)
 
 
 def _pack_fingerprints(kind: str, fps: Iterable[bytes]) -> bytes:

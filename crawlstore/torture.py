@@ -62,7 +62,7 @@ def worker(path: str, seed: int) -> None:
         out.write(line + "\n")
         out.flush()
 
-    store = Store.open(path, durability=rng.choice(["safe", "group"]), map_size=2**20)
+    store = Store.open(path, durability=rng.choice(["safe", "nosync"]), map_size=2**20)
     frontier = (
         store.frontier("fifo", lease_time=30, reap_interval=0.2)
         .revisit(Tag)

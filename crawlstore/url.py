@@ -87,6 +87,7 @@ def _normalise_escape(m: re.Match[str]) -> str:
     return chr(byte) if byte in _UNRESERVED else "%" + m.group(1).upper()
 
 
+_HTTP = ("https://", "http://")
 _PLAIN_QUERY = re.compile(r"[A-Za-z0-9\-._~=&]*")
 #: The same, with ``+`` (a form-encoded space): decoding then encoding gives each part back
 #: unchanged, and ``+`` sorts against the other characters as the space it stands for does.
@@ -170,6 +171,32 @@ def _canonical(parsed: can_ada.URL) -> str:
     if parsed.username or parsed.password:
         userinfo = parsed.username + (":" + parsed.password if parsed.password else "") + "@"
     return f"{parsed.protocol}//{userinfo}{parsed.host}{path}{query}"
+
+
+def get_fingerprint(url: str) -> tuple[str, Fingerprint]:
+    """The parsed form (``href``) of a GET of ``url`` and its fingerprint: ``Seed.get``'s path.
+
+    The canonical form is most often ``href`` itself (no escapes, no fragment) or ``href``
+    with its query made canonical: those are read off ``href`` without asking the parser for
+    each part. Anything else takes the general path; both give the same form.
+    """
+    if type(url) is not str:
+        parse_http_url(url)  # raises, naming the type
+    try:
+        parsed = can_ada.parse(url)
+    except ValueError:
+        raise InvalidSeed(f"URL cannot be parsed: {url!r}") from None
+    href: str = parsed.href
+    if not href.startswith(_HTTP) or "%" in href or "#" in href:
+        # another scheme, or escapes to normalise, or a fragment: the general path
+        canonical = _canonical(parse_http_url(url))
+    else:
+        # http(s) always has a host (WHATWG refuses an empty one), and href is
+        # scheme://[userinfo@]host[:port]path[?query] with the default port left out
+        mark = href.find("?")
+        canonical = href if mark < 0 else href[:mark] + _canonical_query(href[mark + 1 :])
+    data = b"GET\x00" + canonical.encode("utf-8") + b"\x00"
+    return href, bytes.__new__(Fingerprint, mmh3.mmh3_x64_128_digest(data))
 
 
 def canonicalize(url: str) -> str:

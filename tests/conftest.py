@@ -29,7 +29,7 @@ def make_frontier(
     if request.param == "memory":
         yield lambda order="fifo": InMemFrontier(order, clock=clock)
         return
-    store = Store.open(tmp_path / "frontier.lmdb", clock=clock, durability="group")
+    store = Store.open(tmp_path / "frontier.lmdb", clock=clock, durability="nosync")
     crawls = itertools.count()
 
     def make(order: str = "fifo") -> Frontier:
@@ -42,7 +42,7 @@ def make_frontier(
 @pytest.fixture
 def store(tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
     """A fresh store on the test's clock (group commit: fsync is not what tests check)."""
-    with Store.open(tmp_path / "store.lmdb", clock=clock, durability="group") as s:
+    with Store.open(tmp_path / "store.lmdb", clock=clock, durability="nosync") as s:
         yield s
 
 

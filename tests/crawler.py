@@ -9,7 +9,17 @@ from __future__ import annotations
 import os
 import random
 
-from crawlstore import Cancelled, Done, Ready, Retry, RetryPolicy, Seed, Store, Validator
+from crawlstore import (
+    Cancelled,
+    Done,
+    Ready,
+    Retry,
+    RetryPolicy,
+    Seed,
+    Store,
+    Validator,
+    Worker,
+)
 
 SITE_PAGES = 300
 
@@ -58,5 +68,42 @@ def crawl(path: str, crawl_name: str, ack_fd: int, rng_seed: int) -> None:
                             if frontier.push(Seed.get(u).with_depth(seed.depth + 1))]  # fmt: skip
             ack(" ".join(["D", seed.url, *admitted]))
     ack(f"LAST {popped!r} {frontier.stats()!r}")  # why the loop ended, for a failure message
+    store.close()
+    ack("END")
+
+
+def crawl_grouped(path: str, crawl_name: str, ack_fd: int, rng_seed: int) -> None:
+    """``crawl`` through a group-commit worker with four threads: a page's report, validator
+    and links are one unit, acknowledged once its group is committed."""
+    import threading
+
+    def ack(line: str) -> None:
+        os.write(ack_fd, (line + "\n").encode())
+
+    store = Store.open(path)  # default durability
+    frontier = store.frontier("fifo", crawl=crawl_name, reap_interval=0.05).dedup_with(
+        store.seen(crawl=crawl_name)
+    )
+    if frontier.push(Seed.get(page_url(0))):
+        ack(f"P {page_url(0)}")
+
+    def run(worker: Worker) -> None:
+        for ready in worker:
+            seed = ready.seed
+            found = [Seed.get(u).with_depth(seed.depth + 1) for u in links_of(seed.url)]
+            admissions = worker.finish(
+                Done(seed), found, validator=Validator(etag=f'"{seed.url}"')
+            ).result()
+            admitted = [s.url for s, a in zip(found, admissions, strict=True) if a]
+            ack(" ".join(["D", seed.url, *admitted]))
+
+    validators = store.validators(crawl=crawl_name)
+    with frontier.worker(prefetch=8, poll=0.05, validators=validators) as worker:
+        threads = [threading.Thread(target=run, args=(worker,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    ack(f"LAST {frontier.stats()!r}")
     store.close()
     ack("END")

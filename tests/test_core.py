@@ -39,7 +39,7 @@ def make(request: pytest.FixtureRequest, clock: ManualClock, tmp_path: Path) -> 
     if request.param == "memory":
         yield lambda **policy: InMemFrontier(clock=clock, **policy)
         return
-    with Store.open(tmp_path / "s.lmdb", clock=clock, durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", clock=clock, durability="nosync") as store:
         yield lambda **policy: store.frontier(**policy)
 
 
@@ -199,7 +199,7 @@ def _costs(store: Store, f: Frontier) -> dict[str, int]:
 
 
 def test_queue_and_url_operations_touch_only_what_they_name(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", durability="nosync") as store:
         small = _costs(store, _fill(store, "small", 60))
         large = _costs(store, _fill(store, "large", 2000))
         _fill(store, "other", 500)  # another crawl in the file
@@ -211,7 +211,7 @@ def test_queue_and_url_operations_touch_only_what_they_name(tmp_path: Path) -> N
 
 
 def test_deleting_a_crawl_walks_only_that_crawl(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", durability="nosync") as store:
         _fill(store, "big", 1000)
         _fill(store, "doomed", 10)
         with counting(store) as counts:
@@ -221,7 +221,7 @@ def test_deleting_a_crawl_walks_only_that_crawl(tmp_path: Path) -> None:
 
 
 def test_counts_need_no_scan(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", durability="nosync") as store:
         f = _fill(store, "c", 300)
         with counting(store) as counts:
             assert f.count() == 600 and f.count(state="done") == 150

@@ -21,7 +21,7 @@ def page(path: str, host: str = "e.test") -> Seed:
 
 @pytest.fixture
 def store(tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
-    with Store.open(tmp_path / "s.lmdb", clock=clock, durability="group") as s:
+    with Store.open(tmp_path / "s.lmdb", clock=clock, durability="nosync") as s:
         yield s
 
 

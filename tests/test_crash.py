@@ -14,8 +14,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import crawler
+import pytest
 
 from crawlstore import Seed, Store
 
@@ -31,7 +33,9 @@ class Acknowledged:
     finished_runs: int = 0
 
 
-def run_child(path: Path, crawl_name: str, rng: random.Random) -> tuple[list[str], bool]:
+def run_child(
+    path: Path, crawl_name: str, rng: random.Random, child: Any = crawler.crawl
+) -> tuple[list[str], bool]:
     """Fork a crawler, read its acknowledgements, SIGKILL it after a random number of them
     and a random delay; return the lines read and whether it finished before the kill."""
     read_fd, write_fd = os.pipe()
@@ -40,7 +44,7 @@ def run_child(path: Path, crawl_name: str, rng: random.Random) -> tuple[list[str
         os.close(read_fd)
         code = 0
         try:
-            crawler.crawl(str(path), crawl_name, write_fd, rng.randrange(2**32))
+            child(str(path), crawl_name, write_fd, rng.randrange(2**32))
         except BaseException:
             code = 1
         os._exit(code)
@@ -109,14 +113,19 @@ def check(path: Path, crawl_name: str, acked: Acknowledged) -> bool:
         return len(held) == 0
 
 
-def test_sigkill_at_random_instants_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("child", "kills"),
+    [(crawler.crawl, KILLS), (crawler.crawl_grouped, max(5, KILLS // 3))],
+    ids=["plain", "group-commit"],
+)
+def test_sigkill_at_random_instants_loses_nothing(tmp_path: Path, child: Any, kills: int) -> None:
     path = tmp_path / "crash.lmdb"
     rng = random.Random(int(os.environ.get("CRAWLSTORE_CRASH_SEED", "20261130")))
-    kills = crawls = 0
+    killed = crawls = 0
     crawl_name, acked = "crawl0", Acknowledged()
-    while kills < KILLS:
-        lines, finished = run_child(path, crawl_name, rng)
-        kills += not finished
+    while killed < kills:
+        lines, finished = run_child(path, crawl_name, rng, child)
+        killed += not finished
         for line in lines:
             kind, *urls = line.split()
             if kind == "LAST":
@@ -132,4 +141,4 @@ def test_sigkill_at_random_instants_loses_nothing(tmp_path: Path) -> None:
         if complete:
             crawls += 1
             crawl_name, acked = f"crawl{crawls}", Acknowledged()
-    assert kills >= KILLS
+    assert killed >= kills

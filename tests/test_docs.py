@@ -10,6 +10,7 @@ import pytest
 
 import crawlstore
 from crawlstore import (
+    AsyncWorker,
     BloomSeen,
     Frontier,
     InMemFrontier,
@@ -22,6 +23,7 @@ from crawlstore import (
     Store,
     StoreFrontier,
     Validator,
+    Worker,
 )
 from crawlstore.integrations import httpx as httpx_glue
 from crawlstore.revalidate import Revalidate
@@ -33,7 +35,7 @@ TEXT = "\n".join(p.read_text() for p in DOCS)
 
 CLASSES = [Frontier, InMemFrontier, Store, StoreFrontier, StoreSeen, StoreBloomSeen,
            StoreValidators, InMemSeen, BloomSeen, InMemValidators, Revalidate, Snapshot, Stats,
-           Validator, Seed, ManualClock]  # fmt: skip
+           Validator, Seed, ManualClock, Worker, AsyncWorker]  # fmt: skip
 
 
 def _public(cls: type) -> list[str]:
@@ -87,7 +89,7 @@ def test_nothing_above_the_storages_names_one() -> None:
 def test_capabilities_are_what_the_docs_say(tmp_path: Path) -> None:
     memory = InMemFrontier().core.storage.capabilities
     assert (memory.persistent, memory.shared, memory.durability) == (False, False, "memory")
-    for mode, durability in (("safe", "disk"), ("full", "disk"), ("group", "os")):
+    for mode, durability in (("safe", "disk"), ("full", "disk"), ("nosync", "os")):
         with Store.open(tmp_path / f"{mode}.lmdb", durability=mode) as store:
             caps = store.frontier().core.storage.capabilities
             assert (caps.persistent, caps.shared, caps.atomic_views) == (True, True, True)

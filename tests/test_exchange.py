@@ -156,7 +156,7 @@ class Storages:
 
     def store(self, clock: ManualClock | None = None) -> Store:
         store = Store.open(self.dir / f"{len(self.stores)}.lmdb", clock=clock or self.clock,
-                           durability="group")  # fmt: skip
+                           durability="nosync")  # fmt: skip
         self.stores.append(store)
         return store
 

@@ -57,7 +57,7 @@ def test_a_full_disk_raises_store_full_and_loses_nothing(tiny_disk: Path) -> Non
 
 
 def test_threads_share_a_store_and_pop_each_seed_once(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "t.lmdb", durability="group") as store:
+    with Store.open(tmp_path / "t.lmdb", durability="nosync") as store:
         f = store.frontier("fifo").dedup_with(store.seen())
         f.push_many(Seed.get(f"https://example.com/{i}") for i in range(800))
         crawled: list[str] = []
@@ -101,7 +101,7 @@ print("opened")
 
 
 def _filled(path: Path, n: int = 300) -> None:
-    with Store.open(path, durability="group") as store:
+    with Store.open(path, durability="nosync") as store:
         f = store.frontier("fifo").dedup_with(store.seen())
         f.push_many(Seed.get(f"https://example.com/{i}").with_body(b"x" * 200) for i in range(n))
 
@@ -137,7 +137,7 @@ def test_a_backup_taken_while_a_crawl_writes_is_a_valid_store(tmp_path: Path) ->
     pid = os.fork()
     if pid == 0:  # the writer: pushes for as long as it lives
         try:
-            with Store.open(path, durability="group") as store:
+            with Store.open(path, durability="nosync") as store:
                 f = store.frontier()
                 for i in range(10**6):
                     f.push(Seed.get(f"https://example.com/live/{i}"))
@@ -228,7 +228,7 @@ def test_stale_reader_slots_and_a_writer_killed_mid_transaction(tmp_path: Path) 
 def test_huge_values_are_stored_whole(tmp_path: Path) -> None:
     body = os.urandom(10 * 2**20)
     url = "https://example.com/" + "a" * 100_000
-    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", durability="nosync") as store:
         f = store.frontier().dedup_with(store.seen())
         assert f.push(Seed("POST", "https://example.com/upload").with_body(body))
         assert f.push(Seed.get(url))
@@ -237,7 +237,7 @@ def test_huge_values_are_stored_whole(tmp_path: Path) -> None:
 
 
 def test_only_typed_errors_from_a_closed_store(tmp_path: Path) -> None:
-    store = Store.open(tmp_path / "s.lmdb", durability="group")
+    store = Store.open(tmp_path / "s.lmdb", durability="nosync")
     f = store.frontier()
     store.close()
     for call in (f.pop, lambda: f.push(Seed.get("https://e.com/")), f.stats, f.snapshot):

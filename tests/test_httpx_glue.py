@@ -114,7 +114,7 @@ def test_retry_after_in_seconds_and_dates(clock: ManualClock) -> None:
 
 
 def test_a_429_with_retry_after_pauses_only_its_host(tmp_path: Path, clock: ManualClock) -> None:
-    with Store.open(tmp_path / "s.lmdb", clock=clock, durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", clock=clock, durability="nosync") as store:
         f = store.frontier("fifo", queues="host").retry(3)
         f.push_many(Seed.get(u) for u in
                     ["https://slow.com/1", "https://slow.com/2", "https://fast.com/1"])  # fmt: skip

@@ -11,9 +11,10 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import pop_seeds
 
-from crawlstore import Done, Seed, Store
+from crawlstore import Done, Seed, Store, Worker
 from crawlstore.errors import StoreError
 from crawlstore.revisit import RevisitTags, revisit
 
@@ -21,7 +22,7 @@ SEEDS = 2000
 
 
 def worker(path: str, write_fd: int) -> None:
-    store = Store.open(path, durability="group")
+    store = Store.open(path, durability="nosync")
     frontier = store.frontier(lease_time=3600, reap_interval=0.05)
     while (seed := frontier.next_seed(poll=0.01)) is not None:
         frontier.report(Done(seed))
@@ -29,9 +30,30 @@ def worker(path: str, write_fd: int) -> None:
     store.close()
 
 
+def group_worker(path: str, write_fd: int) -> None:
+    """``worker`` through group commit: four threads share one worker of the process."""
+    import threading
+
+    store = Store.open(path)  # the default durability: an fsync a group
+
+    def run(worker: Worker) -> None:
+        for ready in worker:
+            worker.finish(Done(ready.seed)).result()
+            os.write(write_fd, f"{ready.seed.url}\n".encode())
+
+    frontier = store.frontier(lease_time=3600, reap_interval=0.05)
+    with frontier.worker(prefetch=16, poll=0.01) as worker:
+        threads = [threading.Thread(target=run, args=(worker,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    store.close()
+
+
 def victim(path: str, write_fd: int) -> None:
     """Lease one seed, say which, and hang until killed."""
-    store = Store.open(path, durability="group")
+    store = Store.open(path, durability="nosync")
     seed = store.frontier().next_seed()
     assert seed is not None
     os.write(write_fd, f"{seed.url}\n".encode())
@@ -73,24 +95,28 @@ def read_all(read_fd: int, timeout: float) -> list[str]:
 
 def fill(path: Path) -> list[str]:
     urls = [f"https://example.com/{i}" for i in range(SEEDS)]
-    with Store.open(path, durability="group") as store:
+    with Store.open(path, durability="nosync") as store:
         store.frontier("fifo").push_many(Seed.get(u) for u in urls)
     return urls
 
 
-def test_four_processes_drain_a_store_exactly_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("target", "processes"), [(worker, 4), (group_worker, 3)],
+                         ids=["plain", "group-commit"])  # fmt: skip
+def test_processes_drain_a_store_exactly_once(
+    tmp_path: Path, target: Callable[[str, int], None], processes: int
+) -> None:
     path = tmp_path / "shared.lmdb"
     urls = fill(path)
-    pids, read_fd = fork(worker, path, 4)
+    pids, read_fd = fork(target, path, processes)
     crawled = read_all(read_fd, timeout=90)
     codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
-    assert codes == [0, 0, 0, 0]
+    assert codes == [0] * processes
     counts = Counter(crawled)
     assert sorted(counts) == sorted(urls)
-    assert max(counts.values()) == 1  # exactly once
+    assert max(counts.values()) == 1  # exactly once, across processes (and threads)
     with Store.open(path) as store:
         stats = store.frontier().stats()
-        assert (stats.done, stats.queued, stats.in_flight) == (SEEDS, 0, 0)
+        assert (stats.done, stats.queued, stats.in_flight, stats.cancelled) == (SEEDS, 0, 0, 0)
 
 
 def test_a_killed_worker_s_seed_goes_to_the_others(tmp_path: Path) -> None:
@@ -156,7 +182,7 @@ def test_a_forked_child_opens_the_store_its_parent_holds(tmp_path: Path) -> None
 
 def pool_drain(path: str) -> list[str]:
     """One pool task: crawl up to 50 seeds of the shared store."""
-    with Store.open(path, durability="group") as store:
+    with Store.open(path, durability="nosync") as store:
         frontier = store.frontier()
         crawled = []
         for seed in pop_seeds(frontier, 50):
@@ -170,7 +196,7 @@ def test_a_fork_pool_and_a_spawn_pool_drain_one_store(tmp_path: Path) -> None:
 
     path = tmp_path / "s.lmdb"
     urls = fill(path)
-    with Store.open(path, durability="group") as parent:  # the parent seeds and keeps it open
+    with Store.open(path, durability="nosync") as parent:  # the parent seeds and keeps it open
         frontier = parent.frontier()
         assert len(frontier) == SEEDS
         forked = multiprocessing.get_context("fork").Pool(2)
@@ -201,7 +227,7 @@ def threaded_worker(path: str, write_fd: int) -> None:
     commit."""
     import threading
 
-    store = Store.open(path, durability="group")
+    store = Store.open(path, durability="nosync")
 
     def run() -> None:
         popping = store.frontier(lease_time=3600, reap_interval=0.05)  # ends without revisits
@@ -288,7 +314,7 @@ def test_four_processes_of_eight_threads_with_kills(tmp_path: Path) -> None:
 def test_a_fork_while_another_thread_opens_a_store_in_a_transaction(tmp_path: Path) -> None:
     import threading
 
-    store = Store.open(tmp_path / "a.lmdb", durability="group")
+    store = Store.open(tmp_path / "a.lmdb", durability="nosync")
     in_transaction, forked, worker_done = threading.Event(), threading.Event(), threading.Event()
 
     def worker() -> None:  # inside a transaction, opens and closes another store
@@ -296,7 +322,7 @@ def test_a_fork_while_another_thread_opens_a_store_in_a_transaction(tmp_path: Pa
             store.frontier().push(Seed.get("http://a.test/1"))
             in_transaction.set()
             forked.wait(0.2)  # the fork is asked for meanwhile (and waits for this to end)
-            with Store.open(tmp_path / "b.lmdb", durability="group") as other:
+            with Store.open(tmp_path / "b.lmdb", durability="nosync") as other:
                 other.frontier().push(Seed.get("http://b.test/1"))
         worker_done.set()
 

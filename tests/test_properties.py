@@ -125,7 +125,7 @@ class CoreMachine(RuleBasedStateMachine):
             self.seen = InMemSeen()
         else:
             self.store = Store.open(self.dir / f"s{self.generation}.lmdb", clock=self.clock,
-                                    durability="group")  # fmt: skip
+                                    durability="nosync")  # fmt: skip
             self.core = self.store.frontier("fifo", **POLICY)
             self.seen = self.store.seen()  # type: ignore[assignment]
         self.chain()
@@ -455,7 +455,7 @@ class StoreMachine(CoreMachine):
     def reopen(self) -> None:
         self.store.close()
         self.store = Store.open(self.dir / f"s{self.generation}.lmdb", clock=self.clock,
-                                durability="group")  # fmt: skip
+                                durability="nosync")  # fmt: skip
         # the crawl's stored policy; a deleted crawl is created again by its first write
         stored = "default" in self.store.crawls()
         self.core = self.store.frontier() if stored else self.store.frontier("fifo", **POLICY)

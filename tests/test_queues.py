@@ -86,12 +86,12 @@ def test_custom_queue_key(store: Store) -> None:
 
 def test_politeness_state_survives_a_reopen(tmp_path, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "s.lmdb"
-    with Store.open(path, clock=clock, durability="group") as store:
+    with Store.open(path, clock=clock, durability="nosync") as store:
         f = store.frontier("fifo", queues="host", max_in_flight=None)
         f.set_queue("a.com", delay=30)
         f.push_many([page("a.com", "1"), page("a.com", "2")])
         f.pop()
-    with Store.open(path, clock=clock, durability="group") as store:
+    with Store.open(path, clock=clock, durability="nosync") as store:
         f = store.frontier(queues="host", max_in_flight=None)
         assert f.pop() == Wait(clock() + 30)
         info = f.queue("a.com")

@@ -96,7 +96,7 @@ def _session(store: Store, clock: ManualClock, steps: list[tuple[str, int]]) -> 
             store.frontier(queues="host").set_queue(f"h{n % 7}.example", delay=n % 3)
 
 
-@pytest.mark.parametrize("durability", ["full", "safe", "group"])
+@pytest.mark.parametrize("durability", ["full", "safe", "nosync"])
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -217,7 +217,7 @@ def test_a_short_file_whose_missing_pages_hold_data_is_torn(tmp_path: Path) -> N
 WRITER = """
 import sys
 from crawlstore import Done, Seed, Store
-with Store.open(sys.argv[1], durability="group") as store:
+with Store.open(sys.argv[1], durability="nosync") as store:
     f = store.frontier()
     print("writing", flush=True)
     for i in range(800):
@@ -237,7 +237,7 @@ def test_opening_while_another_process_writes_never_sees_a_torn_file(tmp_path: P
     assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
     opens = 0
     while writer.poll() is None:
-        with Store.open(path, readonly=opens % 2 == 0, durability="group") as store:
+        with Store.open(path, readonly=opens % 2 == 0, durability="nosync") as store:
             len(store.frontier())
         opens += 1
     assert writer.returncode == 0 and opens > 100

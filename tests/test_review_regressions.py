@@ -14,7 +14,7 @@ from crawlstore.errors import NotInFlight, ReadOnlyStore, StoreError
 
 
 def open_store(path: Path, clock: ManualClock, **options: object) -> Store:
-    options.setdefault("durability", "group")
+    options.setdefault("durability", "nosync")
     return Store.open(path, clock=clock, **options)  # type: ignore[arg-type]
 
 
@@ -104,9 +104,9 @@ def test_reads_in_a_transaction_see_its_writes(tmp_path: Path, clock: ManualCloc
 def test_a_second_open_with_other_options_is_refused(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "s.lmdb"
     with open_store(path, clock):
-        with pytest.raises(StoreError, match="durability='group'"):
+        with pytest.raises(StoreError, match="durability='nosync'"):
             Store.open(path, durability="full")
-        with Store.open(path, durability="group"):
+        with Store.open(path, durability="nosync"):
             pass
         with Store.open(path, readonly=True):
             pass

@@ -204,13 +204,13 @@ def test_snapshot_keeps_revisits_with_their_times(clock: ManualClock) -> None:
 
 def test_the_schedule_survives_a_restart(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "s.lmdb"
-    with Store.open(path, clock=clock, durability="group") as store:
+    with Store.open(path, clock=clock, durability="nosync") as store:
         f = store.frontier("fifo").revisit(Page).dedup_with(store.seen())
         f.push_many([seed("a", tag=Page.FAST), seed("b", tag=Page.LISTING)])
         f.report(Done(pop_seed(f)))
         f.report(Done(pop_seed(f)))
     clock.advance(100)
-    with Store.open(path, clock=clock, durability="group") as store:
+    with Store.open(path, clock=clock, durability="nosync") as store:
         f = store.frontier().revisit(Page).dedup_with(store.seen())
         assert drain(f) == ["a"]  # due 10 s ago: absolute due times
         assert f.pop() == Wait(clock() + 90)  # a again; b at +3600
@@ -219,7 +219,7 @@ def test_the_schedule_survives_a_restart(tmp_path: Path, clock: ManualClock) -> 
 def test_a_crawl_without_revisit_does_the_due_ones_and_ends(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    with Store.open(tmp_path / "s.lmdb", clock=clock, durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", clock=clock, durability="nosync") as store:
         f = store.frontier("fifo").revisit(Page)
         f.push_many([seed("a", tag=Page.FAST), seed("b", tag=Page.LISTING)])
         f.report(Done(pop_seed(f)))

@@ -36,7 +36,7 @@ from crawlstore.store import FORMAT_VERSION, StoreBloomSeen
 
 
 def open_store(path: Path, clock: ManualClock, **options: object) -> Store:
-    options.setdefault("durability", "group")
+    options.setdefault("durability", "nosync")
     return Store.open(path, clock=clock, **options)  # type: ignore[arg-type]
 
 
@@ -338,8 +338,10 @@ def test_corrupt_record_names_the_key(tmp_path: Path, clock: ManualClock) -> Non
 
 
 def test_bad_options(tmp_path: Path) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="'safe'"):
         Store.open(tmp_path / "a.lmdb", durability="fast")
+    with pytest.raises(ValueError, match='now "nosync"'):  # the old name of the no-fsync mode
+        Store.open(tmp_path / "a.lmdb", durability="group")
     with pytest.raises(ValueError):
         Store.open(tmp_path / "a.lmdb", map_size=0)
     with pytest.raises(TypeError):

@@ -70,7 +70,7 @@ def test_a_page_unit_rolls_back_whole(make_frontier: MakeFrontier, clock: Manual
 
 
 def test_in_memory_seen_sets_and_validators_roll_back_with_a_store(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", durability="nosync") as store:
         seen, bloom, validators = InMemSeen(), BloomSeen(1000), InMemValidators()
         f = store.frontier().dedup_with(seen)
         validators.put(b"k" * 16, Validator(etag='"old"'))
@@ -103,7 +103,9 @@ def test_any_failed_transaction_leaves_no_trace(
     if storage == "memory":
         base: Frontier = InMemFrontier.priority(clock=clock)
     else:
-        store = Store.open(tmp_path_factory.mktemp("t") / "s.lmdb", clock=clock, durability="group")
+        store = Store.open(
+            tmp_path_factory.mktemp("t") / "s.lmdb", clock=clock, durability="nosync"
+        )
         base = store.frontier("priority", queues="host")
     f = base.dedup().retry(1).tag_backoff()
     held: list[Seed] = []
@@ -147,7 +149,7 @@ def test_any_failed_transaction_leaves_no_trace(
 
 
 def _storages(tmp_path: Path) -> list[tuple[Frontier, Store | None]]:
-    store = Store.open(tmp_path / "s.lmdb", durability="group")
+    store = Store.open(tmp_path / "s.lmdb", durability="nosync")
     return [(InMemFrontier.fifo(), None), (store.frontier("fifo"), store)]
 
 
@@ -251,7 +253,7 @@ def test_an_abandoned_async_generator_rolls_its_transaction_back(tmp_path: Path)
     import gc
     import threading
 
-    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", durability="nosync") as store:
         f = store.frontier().dedup()
         seed = Seed.get("http://a.test/x")
 
@@ -289,7 +291,7 @@ def test_trap_budgets_roll_back_in_memory_and_on_the_store(make_frontier: MakeFr
 
 
 def test_a_memory_frontier_over_a_store_seen_set_rolls_back_whole(tmp_path: Path) -> None:
-    with Store.open(tmp_path / "s.lmdb", durability="group") as store:
+    with Store.open(tmp_path / "s.lmdb", durability="nosync") as store:
         f = InMemFrontier.fifo().dedup_with(store.seen())
         seed = Seed.get("https://e.com/a")
         with pytest.raises(Boom), f.transaction():
@@ -350,7 +352,7 @@ def test_a_store_closed_inside_a_memory_transaction_that_wrote_to_it(tmp_path: P
     from crawlstore.errors import StoreError
 
     f = InMemFrontier.fifo()
-    store = Store.open(tmp_path / "s.lmdb", durability="group")
+    store = Store.open(tmp_path / "s.lmdb", durability="nosync")
     with f.transaction():
         store.seen().insert(Seed.get("https://e.com/").fingerprint)
         with pytest.raises(StoreError, match="cannot be closed inside a transaction"):

@@ -147,11 +147,11 @@ def test_a_log_record_names_the_prefix_once(
 def test_trap_state_survives_a_restart(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "s.lmdb"
     policy = TrapPolicy(max_urls=2)
-    with Store.open(path, clock=clock, durability="group") as store:
+    with Store.open(path, clock=clock, durability="nosync") as store:
         traps = store.frontier("fifo").dedup_with(store.seen()).avoid_traps_with(policy)
         budget(traps, ["https://h/x/1", "https://h/x/2", "https://h/x/3", "https://h/y/1"])
         assert traps.refused() == 1
-    with Store.open(path, clock=clock, durability="group") as store:
+    with Store.open(path, clock=clock, durability="nosync") as store:
         traps = store.frontier().dedup_with(store.seen()).avoid_traps_with(policy)
         assert [b.prefix for b in traps.blocked()] == ["https://h/x/"]
         assert traps.push(Seed.get("https://h/x/9")).reason is Reason.TRAP  # still blocked

@@ -118,7 +118,7 @@ def test_a_crawl_of_a_trap_site_terminates_in_memory() -> None:
 
 
 def test_a_crawl_of_a_trap_site_terminates_on_the_store(tmp_path: Path) -> None:
-    with trap_site() as base, Store.open(tmp_path / "t.lmdb", durability="group") as store:
+    with trap_site() as base, Store.open(tmp_path / "t.lmdb", durability="nosync") as store:
         frontier = store.frontier("fifo").dedup_with(store.seen()).avoid_traps_with(POLICY)
         fetched = crawl(frontier, base)
         check(fetched)

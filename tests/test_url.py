@@ -225,3 +225,28 @@ def test_the_fast_query_paths_agree_with_the_general_one(query: str, tracked: bo
     general = "&".join(u._form_encode(k) + "=" + u._form_encode(v) for k, v in pairs)
     if "+" in query and "%" not in query:  # the path this test guards; the plain one is older
         assert u._canonical_query(query) == ("?" + general if general else "")
+
+
+_userinfo = st.sampled_from(["", "u@", "u:p@", ":p@", "U%41:p@"])
+
+
+@given(urls(), _userinfo)
+def test_seed_get_reads_the_canonical_form_off_href_as_the_general_path_builds_it(
+    url: str, userinfo: str
+) -> None:
+    """``Seed.get`` takes the canonical form from ``href`` when it can: the same form, and the
+    same fingerprint, as building it part by part."""
+    from crawlstore import Seed
+    from crawlstore import url as u
+
+    url = url.replace("://", "://" + userinfo, 1)
+    try:
+        parsed = u.parse_http_url(url)
+    except InvalidSeed:
+        with pytest.raises(InvalidSeed):
+            Seed.get(url)
+        return
+    href, fp = u.get_fingerprint(url)
+    assert href == parsed.href
+    assert fp == u.fingerprint_canonical("GET", u._canonical(parsed), b"")
+    assert Seed.get(url) == Seed("GET", url)

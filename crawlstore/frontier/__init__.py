@@ -38,10 +38,12 @@ from .protocol import (
 )
 from .snapshot import Snapshot
 from .waiting import anext_seed, next_seed
+from .worker import AsyncWorker, Worker
 
 __all__ = [
     "Admission",
     "AllowHosts",
+    "AsyncWorker",
     "Backoff",
     "Cancelled",
     "CoreFrontier",
@@ -76,6 +78,7 @@ __all__ = [
     "TagBackoff",
     "URLStatus",
     "Wait",
+    "Worker",
     "anext_seed",
     "next_seed",
     "register_queue_key",

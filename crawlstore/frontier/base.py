@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from ..revisit import Adapt, Revisit
     from ..seen import SeenSet
+    from ..validators import Validators
     from .core import CoreFrontier
     from .facades import (
         AllowHosts,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     )
     from .revisits import Revisits
     from .traps import AvoidTraps, TrapPolicy
+    from .worker import AsyncWorker, Worker
 
 __all__ = ["Frontier", "StateMap"]
 
@@ -246,6 +248,42 @@ class Frontier(ABC):
         from .waiting import anext_seed
 
         return await anext_seed(self, timeout=timeout, stop=stop, sleep=sleep, poll=poll)
+
+    # -- group commit ---------------------------------------------------------------------------
+
+    def worker(
+        self,
+        *,
+        prefetch: int = 64,
+        group: int = 256,
+        lease_time: float | None = None,
+        poll: float = 1.0,
+        linger: float = 0.002,
+        validators: Validators | None = None,
+    ) -> Worker:
+        """Group commit for threads: a ``Worker`` that leases seeds ahead (``prefetch`` at
+        most held) and commits the units of many pages in flight together (each page's report,
+        links and validator one unit; ``validators``: where ``finish(validator=)`` writes)."""
+        from .worker import Worker
+
+        return Worker(self, prefetch=prefetch, group=group, lease_time=lease_time, poll=poll,
+                      linger=linger, validators=validators)  # fmt: skip
+
+    def async_worker(
+        self,
+        *,
+        prefetch: int = 64,
+        group: int = 256,
+        lease_time: float | None = None,
+        poll: float = 1.0,
+        linger: float = 0.002,
+        validators: Validators | None = None,
+    ) -> AsyncWorker:
+        """``worker()`` for asyncio: every write on the worker's thread, awaited by the loop."""
+        from .worker import AsyncWorker
+
+        return AsyncWorker(self, prefetch=prefetch, group=group, lease_time=lease_time,
+                           poll=poll, linger=linger, validators=validators)  # fmt: skip
 
     # -- the facade chain -----------------------------------------------------------------------
 

@@ -79,6 +79,8 @@ _BATCH = 32
 #: The state a final report leaves a URL in (a Retry that no retry facade took: failed).
 _FINAL_STATES = {Done: spi.DONE, Skipped: spi.SKIPPED}
 _FINISHED_GAUGES = frozenset(spi.FINISHED.values())
+#: What a queue counts of a unit's counters (the crawl counts them all).
+_QUEUE_COUNTS = frozenset(spi.COUNTS) | _FINISHED_GAUGES
 
 
 def place_sequence(order: str, cls: int, seq: int) -> int:
@@ -156,6 +158,8 @@ class CoreFrontier(Frontier):
         #: it again (a rolled-back transaction may have created it, another view changed it).
         self._crawl: CrawlRecord | None = None
         self._defaults = DEFAULTS
+        #: The policy of a queue that sets none: (crawl policy, defaults, effective policy).
+        self._plain: tuple[Any, Any, Any] = (None, None, None)
         given = changes or order is not None or queues is not None
         self._pending = CrawlRecord(
             crawl, CrawlPolicy(order or "priority", queues or "single").merged(**changes), 0.0
@@ -242,6 +246,15 @@ class CoreFrontier(Frontier):
         return key
 
     def _effective(self, crawl: CrawlRecord, q: QueueRecord) -> Effective:
+        if q.delay is None and q.cap is None and q.limit is None and not q.blocked:
+            # a queue with no policy of its own (most): the crawl's, kept while it is the same
+            plain = self._plain
+            if plain[0] is crawl.policy and plain[1] is self._defaults:
+                known: Effective = plain[2]
+                return known
+            effective = resolve(self._defaults, crawl.policy, None, None, None, q.blocked)
+            self._plain = (crawl.policy, self._defaults, effective)
+            return effective
         return resolve(self._defaults, crawl.policy, q.delay, q.cap, q.limit, q.blocked)
 
     # -- queues: placing them in the crawl's index ---------------------------------------------
@@ -274,7 +287,7 @@ class CoreFrontier(Frontier):
         if q is not None:
             counts = q.counts
             for name, n in deltas.items():
-                if name in spi.COUNTS or name in _FINISHED_GAUGES:
+                if name in _QUEUE_COUNTS:
                     counts[name] = counts.get(name, 0) + n
         self.storage.add_totals(crawl, deltas)
 
@@ -292,12 +305,19 @@ class CoreFrontier(Frontier):
         q.queued += 1
 
     def _admit(
-        self, crawl: CrawlRecord, seed: Seed, now: float, queues: dict[str, QueueRecord]
+        self,
+        crawl: CrawlRecord,
+        seed: Seed,
+        now: float,
+        queues: dict[str, QueueRecord],
+        totals: dict[str, int],
     ) -> Admission:
+        """Queue ``seed`` unless it is queued, in flight or scheduled already; the crawl's
+        counters change in ``totals`` (the caller adds them once), the queue's in place."""
         fp = seed.fingerprint
         url = self.storage.url(crawl, fp)
         if url is not None and url.state in ACTIVE:
-            self._count(crawl, None, **{"refused:duplicate": 1})
+            totals["refused:duplicate"] = totals.get("refused:duplicate", 0) + 1
             return Admission(Reason.DUPLICATE)
         # A URL stays in the queue it was first admitted to (a key function of its tag, say,
         # could send it elsewhere when it is pushed again).
@@ -306,28 +326,22 @@ class CoreFrontier(Frontier):
         if q is None:
             q = queues[key] = self._queue(crawl, key, now)
         fresh = seed.with_lease(None) if seed.lease is not None else seed
+        counts = q.counts
         if url is None:
             url = UrlRecord(fp, fresh, QUEUED, key, None, now)
         else:  # known and finished: crawled again
-            self._count(crawl, q, **{spi.FINISHED[url.state]: -1})
+            gauge = spi.FINISHED[url.state]
+            counts[gauge] = counts.get(gauge, 0) - 1
+            totals[gauge] = totals.get(gauge, 0) - 1
             url.seed = fresh
         self._enqueue(crawl, q, url, 1)
-        self._count(crawl, q, admitted=1, queued=1)
+        counts["admitted"] = counts.get("admitted", 0) + 1
+        totals["admitted"] = totals.get("admitted", 0) + 1
+        totals["queued"] = totals.get("queued", 0) + 1
         return ACCEPTED
 
     def push(self, seed: Seed) -> Admission:
-        check_seed(seed)
-
-        def _write() -> Admission:
-            crawl = self._crawl_for_write()
-            now = self._clock()
-            queues: dict[str, QueueRecord] = {}
-            admission = self._admit(crawl, seed, now, queues)
-            for q in queues.values():
-                self._place(crawl, q, now)
-            return admission
-
-        return self.storage.run(_write)
+        return self.push_many([seed])[0]
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         batch = check_seeds(seeds)
@@ -336,7 +350,10 @@ class CoreFrontier(Frontier):
             crawl = self._crawl_for_write()
             now = self._clock()
             queues: dict[str, QueueRecord] = {}
-            admissions = [self._admit(crawl, seed, now, queues) for seed in batch]
+            totals: dict[str, int] = {}
+            admissions = [self._admit(crawl, seed, now, queues, totals) for seed in batch]
+            if totals:
+                self.storage.add_totals(crawl, totals)
             for q in queues.values():
                 self._place(crawl, q, now)
             return admissions

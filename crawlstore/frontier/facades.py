@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..seed import PRIORITY_MAX, PRIORITY_MIN, Seed, _tag_name
-from ..seen import SeenSet
+from ..seen import SeenSet, contains_many, insert_many
 from ..url import parse_http_url
 from .base import Frontier
 from .protocol import (
@@ -136,6 +136,12 @@ class Facade(Frontier):
     def report(self, report: Report) -> None:
         self.inner.report(report)
 
+    def report_many(self, reports: Iterable[Report]) -> None:
+        if type(self).report is Facade.report:  # reports pass through unchanged: as a batch
+            self.inner.report_many(reports)
+        else:
+            super().report_many(reports)
+
     def __repr__(self) -> str:
         return f"{self.inner!r}.{type(self).__name__}"
 
@@ -162,34 +168,40 @@ class Dedup(Facade):
             return admission
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
-        """The unseen seeds go inwards as one batch. A fingerprint repeated within the batch is
-        pushed after it, one at a time, so it is refused only if its first copy was admitted."""
+        """The unseen seeds go inwards as one batch, checked against ``seen`` in one read and
+        recorded in one write. A fingerprint repeated within the batch is a duplicate when its
+        first copy was seen or admitted; when the inner frontier refused the first copy, the
+        repeat is pushed after it, on its own (it may differ, in depth say)."""
         seeds = check_seeds(seeds)
         results: list[Admission | None] = [None] * len(seeds)
-        first: list[int] = []
+        first: dict[bytes, int] = {}  # a fingerprint's first index in the batch
         repeats: list[int] = []
-        fps: set[bytes] = set()
+        for i, seed in enumerate(seeds):
+            if first.setdefault(seed.fingerprint, i) != i:
+                repeats.append(i)
         with self.inner.transaction():
-            seen: list[int] = []
-            for i, seed in enumerate(seeds):
-                fp = seed.fingerprint
-                if fp in fps:
-                    repeats.append(i)
-                elif fp in self.seen:
-                    seen.append(i)
-                else:
-                    fps.add(fp)
-                    first.append(i)
-            refused = self.core.refuse_many([Reason.DUPLICATE] * len(seen))
-            for i, admission in zip(seen, refused, strict=True):
-                results[i] = admission
-            admissions = self.inner.push_many([seeds[i] for i in first])
-            for i, admission in zip(first, admissions, strict=True):
+            order = list(first.values())
+            found = contains_many(self.seen, [seeds[i].fingerprint for i in order])
+            fresh = [i for i, known in zip(order, found, strict=True) if not known]
+            admissions = self.inner.push_many([seeds[i] for i in fresh]) if fresh else []
+            admitted = []
+            for i, admission in zip(fresh, admissions, strict=True):
                 results[i] = admission
                 if admission:
-                    self.seen.insert(seeds[i].fingerprint)
+                    admitted.append(seeds[i].fingerprint)
+            insert_many(self.seen, admitted)
+            # seen, a repeat of one seen, a repeat of one admitted: duplicates
+            repeated = set(repeats)
+            duplicates = [i for i in range(len(seeds)) if results[i] is None and (
+                i not in repeated or results[first[seeds[i].fingerprint]] is None
+                or results[first[seeds[i].fingerprint]])]  # fmt: skip
+            if duplicates:
+                refused = self.core.refuse_many([Reason.DUPLICATE] * len(duplicates))
+                for i, admission in zip(duplicates, refused, strict=True):
+                    results[i] = admission
             for i in repeats:
-                results[i] = self.push(seeds[i])
+                if results[i] is None:  # its first copy refused by the inner frontier
+                    results[i] = self.push(seeds[i])
         return [r for r in results if r is not None]
 
 

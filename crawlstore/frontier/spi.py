@@ -23,6 +23,9 @@ from ..errors import CorruptRecord
 from ..seed import Seed
 from .policy import CrawlPolicy, Defaults
 
+#: One packer for every seed record (it calls no Python code: threads may share it).
+_PACK = msgpack.Packer(use_bin_type=True).pack
+
 __all__ = [
     "ACTIVE",
     "Capabilities",
@@ -187,7 +190,7 @@ class UrlRecord:
     def packed_seed(self) -> bytes:
         """The seed's record as msgpack (the bytes it was read as, when unchanged)."""
         if self._packed is None:
-            self._packed = msgpack.packb(self.seed.to_record(), use_bin_type=True)
+            self._packed = _PACK(self.seed.to_record())
         return self._packed
 
     def copy(self) -> UrlRecord:

@@ -43,6 +43,20 @@ _DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
 MAX_CRAWL_NAME = 200
 
 
+def _durability(value: Durability | str) -> Durability:
+    if value == "group":
+        raise InvalidArgument(
+            'durability="group" is now "nosync", named for what it risks: it may corrupt the '
+            "file on power loss. For batch speed at the default durability, commit in groups "
+            "with frontier.worker()"
+        )
+    try:
+        return Durability(value)
+    except ValueError:
+        choices = ", ".join(repr(mode.value) for mode in Durability)
+        raise InvalidArgument(f"durability is one of {choices}: {value!r:.100}") from None
+
+
 class Store:
     """A crawl-state store in one file (plus LMDB's ``-lock`` file beside it).
 
@@ -70,12 +84,14 @@ class Store:
     ) -> Store:
         """Open (or create) the store at ``path``.
 
-        ``durability``: ``"safe"`` (default), ``"full"`` or ``"group"``, see ``Durability``.
+        ``durability``: ``"safe"`` (default: a power loss may lose the last commit, never
+        corrupts), ``"full"`` or ``"nosync"`` (may corrupt on power loss), see ``Durability``.
+        Group commit, which gives "safe" batch speed, is ``frontier.worker()``.
         ``map_size`` is where the memory map starts; it grows by itself up to ``max_map_size``,
         past which writes raise ``StoreFull``. ``readonly=True`` inspects a store while a crawl
         writes to it. Raises ``NotAStore`` or ``IncompatibleStore`` without touching the file.
         """
-        mode = Durability(durability)
+        mode = _durability(durability)
         if not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
         if map_size <= 0 or max_map_size <= 0:

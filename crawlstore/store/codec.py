@@ -15,8 +15,13 @@ from .keys import Buf
 __all__ = ["pack", "scan", "unpack"]
 
 
+#: One packer for every record (making one a call costs more than packing a small record).
+#: It calls no Python code, so a pack runs whole under the GIL: threads may share it.
+_PACK = msgpack.Packer(use_bin_type=True).pack
+
+
 def pack(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
+    return _PACK(value)  # type: ignore[no-any-return]
 
 
 def unpack(db: str, key: Buf, raw: Buf | None) -> Any:

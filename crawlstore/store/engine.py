@@ -91,9 +91,11 @@ class Durability(str, enum.Enum):
     #: fsync data at every commit, not the meta page: a power loss may roll back the last
     #: commits, never corrupts. The default.
     SAFE = "safe"
-    #: commits reach the OS at once, a flush every ``flush_interval`` seconds reaches the disk:
-    #: a power loss loses up to that interval and, as LMDB documents, may corrupt the file.
-    GROUP = "group"
+    #: no fsync at commit: commits reach the OS at once (a killed process loses nothing), a
+    #: flush every ``flush_interval`` seconds reaches the disk. A power loss or an OS crash
+    #: loses up to that interval and, as LMDB documents, **may corrupt the file**: for crawls
+    #: that can start again, or from a backup, if the machine goes down. Never the default.
+    NOSYNC = "nosync"
 
 
 def _unwritable(exc: lmdb.Error) -> bool:
@@ -191,7 +193,7 @@ class Engine:
             raise
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
-        if durability is Durability.GROUP and not readonly:
+        if durability is Durability.NOSYNC and not readonly:
             self._flusher = threading.Thread(
                 target=self._flush_loop,
                 args=(flush_interval,),
@@ -210,7 +212,7 @@ class Engine:
             max_dbs=len(DATABASES) + 1,
             readonly=self.readonly,
             lock=lock,
-            sync=self.durability is not Durability.GROUP,
+            sync=self.durability is not Durability.NOSYNC,
             metasync=self.durability is Durability.FULL,
             max_spare_txns=0,
             max_readers=1024,
@@ -269,7 +271,7 @@ class Engine:
         if self._flusher is not None:
             self._flusher.join()
         with self.lock:
-            if self.durability is Durability.GROUP and not self.readonly:
+            if self.durability is Durability.NOSYNC and not self.readonly:
                 self.env.sync(True)
             self.env.close()
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..errors import StoreError
 from ..seen import bloom_positions, bloom_size
@@ -21,7 +21,7 @@ log = logging.getLogger("crawlstore.seen")
 __all__ = ["StoreBloomSeen", "StoreSeen"]
 
 
-def _is_fp(fp: object) -> bool:
+def _is_fp(fp: object) -> TypeGuard[bytes]:
     return isinstance(fp, bytes) and len(fp) == 16
 
 
@@ -76,13 +76,34 @@ class StoreSeen:
 
         return self._storage.run_ctx(op)
 
-    def __contains__(self, fp: object) -> bool:
-        if not isinstance(fp, bytes) or len(fp) != 16:
-            return False
+    def insert_many(self, fps: Sequence[bytes]) -> int:
+        """Record each fingerprint, in one write; how many were not seen before."""
+        for fp in fps:
+            if not _is_fp(fp):
+                raise TypeError(f"a fingerprint is 16 bytes: {fp!r}")
 
-        def read() -> bool:
+        def op(ctx: WriteContext) -> int:
+            key = self._crawl.write()
+            put, db = ctx.txn.put, ctx.dbs["seen"]
+            new = sum(1 for fp in fps if put(key, fp, db=db, dupdata=False))
+            if new:
+                ctx.counters(key)["seen"] += new
+            return new
+
+        return self._storage.run_ctx(op) if fps else 0
+
+    def __contains__(self, fp: object) -> bool:
+        return isinstance(fp, bytes) and self.contains_many([fp])[0]
+
+    def contains_many(self, fps: Sequence[object]) -> list[bool]:
+        """Whether each fingerprint was seen, in one read."""
+
+        def read() -> list[bool]:
             key = self._crawl.read()
-            return key is not None and bool(self._storage.cursor("seen").set_key_dup(key, fp))
+            if key is None:
+                return [False] * len(fps)
+            find = self._storage.cursor("seen").set_key_dup
+            return [_is_fp(fp) and bool(find(key, fp)) for fp in fps]
 
         return self._storage.view(read)
 
@@ -139,11 +160,18 @@ class StoreBloomSeen:
         return record
 
     def insert(self, fp: bytes) -> bool:
-        if not _is_fp(fp):
-            raise TypeError(f"a fingerprint is 16 bytes: {fp!r}")
-        positions = bloom_positions(fp, self.bits, self.hashes)
+        return self.insert_many([fp]) == 1
 
-        def op(ctx: WriteContext) -> bool:
+    def insert_many(self, fps: Sequence[bytes]) -> int:
+        """Record each fingerprint, in one write; how many were not seen before."""
+        for fp in fps:
+            if not _is_fp(fp):
+                raise TypeError(f"a fingerprint is 16 bytes: {fp!r}")
+        if not fps:
+            return 0
+        every = [bloom_positions(fp, self.bits, self.hashes) for fp in fps]
+
+        def op(ctx: WriteContext) -> int:
             prefix = self._crawl.write()
             meta_key, chunks = prefix + b"\x00", prefix + b"\x01"
             meta = ctx.record("bloom", meta_key)
@@ -151,19 +179,23 @@ class StoreBloomSeen:
                 meta = {**self._params, "n": 0}
                 ctx.put_record("bloom", meta_key, meta)
             self._check(meta)  # another process may have created it since this view opened
-            new = False
-            for p in positions:
-                key = chunks + keys.u32(p // _CHUNK_BITS)
-                chunk = ctx.blob("bloom", key, _CHUNK)
-                byte, mask = (p % _CHUNK_BITS) >> 3, 0x80 >> (p & 7)
-                if not chunk[byte] & mask:
-                    chunk[byte] |= mask
-                    ctx.touch_blob("bloom", key)
-                    new = True
-            if new:
-                meta["n"] += 1
+            inserted = 0
+            for positions in every:
+                new = False
+                for p in positions:
+                    key = chunks + keys.u32(p // _CHUNK_BITS)
+                    chunk = ctx.blob("bloom", key, _CHUNK)
+                    byte, mask = (p % _CHUNK_BITS) >> 3, 0x80 >> (p & 7)
+                    if not chunk[byte] & mask:
+                        chunk[byte] |= mask
+                        ctx.touch_blob("bloom", key)
+                        new = True
+                inserted += new
+            if inserted:
+                before = meta["n"]
+                meta["n"] += inserted
                 ctx.touch("bloom", meta_key)
-                if meta["n"] == self.expected + 1:
+                if before <= self.expected < meta["n"]:
                     log.warning(
                         "the store's Bloom filter holds %d fingerprints, past its expected %d: "
                         "false positives will exceed %.3g",
@@ -171,34 +203,46 @@ class StoreBloomSeen:
                         self.expected,
                         self.fp_rate,
                     )
-            return new
+            return inserted
 
         return self._storage.run_ctx(op)
 
     def __contains__(self, fp: object) -> bool:
-        if not _is_fp(fp):
-            return False
-        assert isinstance(fp, bytes)
-        positions = bloom_positions(fp, self.bits, self.hashes)
+        return self.contains_many([fp])[0]
+
+    def contains_many(self, fps: Sequence[object]) -> list[bool]:
+        """Whether each fingerprint may have been seen (no false negatives), in one read."""
+        every = [bloom_positions(fp, self.bits, self.hashes) if _is_fp(fp) else None
+                 for fp in fps]  # fmt: skip
         ctx = self._storage.engine.current
 
-        def read() -> bool:
+        def read() -> list[bool]:
             prefix = self._crawl.read()
             if prefix is None:
-                return False
+                return [False] * len(fps)
             chunks = prefix + b"\x01"
+            out = []
             if ctx is not None:
-                return all(
-                    ctx.blob("bloom", chunks + keys.u32(p // _CHUNK_BITS), _CHUNK)[
-                        (p % _CHUNK_BITS) >> 3] & (0x80 >> (p & 7))
-                    for p in positions
-                )  # fmt: skip
+                blob = ctx.blob
+                for positions in every:
+                    out.append(positions is not None and all(
+                        blob("bloom", chunks + keys.u32(p // _CHUNK_BITS), _CHUNK)[
+                            (p % _CHUNK_BITS) >> 3] & (0x80 >> (p & 7))
+                        for p in positions
+                    ))  # fmt: skip
+                return out
             txn, db = self._storage.txn(), self._storage.dbs["bloom"]
-            for p in positions:
-                chunk = txn.get(chunks + keys.u32(p // _CHUNK_BITS), db=db)
-                if chunk is None or not chunk[(p % _CHUNK_BITS) >> 3] & (0x80 >> (p & 7)):
-                    return False
-            return True
+            got: dict[bytes, Any] = {}
+            for positions in every:
+                found = positions is not None
+                for p in positions or ():
+                    key = chunks + keys.u32(p // _CHUNK_BITS)
+                    chunk = got[key] if key in got else got.setdefault(key, txn.get(key, db=db))
+                    if chunk is None or not chunk[(p % _CHUNK_BITS) >> 3] & (0x80 >> (p & 7)):
+                        found = False
+                        break
+                out.append(found)
+            return out
 
         return self._storage.view(read)
 

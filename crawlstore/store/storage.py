@@ -126,16 +126,20 @@ class _Reader:
     def run(self, operation: Callable[[], _T]) -> _T:
         if self._txn is None:
             raise StoreError(f"{self._storage.engine.path}: this snapshot was closed")
-        local = self._storage._local
-        saved = (getattr(local, "txn", None), getattr(local, "ctx", None),
-                 getattr(local, "reading", False))  # fmt: skip
-        local.txn, local.ctx, local.reading = self._txn, None, True
+        storage = self._storage
+        local = storage._local
+        saved = getattr(local, "txn", None), getattr(local, "reading", False)
+        local.txn, local.reading = self._txn, True
+        with storage._readers_lock:
+            storage._readers += 1
         try:
             return operation()
         except lmdb.Error as exc:
-            raise self._storage.engine._translate(exc) from None
+            raise storage.engine._translate(exc) from None
         finally:
-            local.txn, local.ctx, local.reading = saved
+            with storage._readers_lock:
+                storage._readers -= 1
+            local.txn, local.reading = saved
 
     def close(self) -> None:
         if self._txn is not None:
@@ -155,10 +159,15 @@ class LmdbStorage:
         self.capabilities = Capabilities(
             persistent=True,
             atomic_views=True,
-            durability="disk" if engine.durability is not Durability.GROUP else "os",
+            durability="disk" if engine.durability is not Durability.NOSYNC else "os",
             shared=True,
         )
         self._local = threading.local()  # each thread's read transaction, while it reads
+        #: The write unit running now: (its thread, its transaction).
+        self._unit: tuple[int, WriteContext] | None = None
+        #: Snapshot reads running now (``_Reader.run``), in any thread.
+        self._readers = 0
+        self._readers_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LmdbStorage({str(self.engine.path)!r})"
@@ -166,17 +175,16 @@ class LmdbStorage:
     # -- units ----------------------------------------------------------------------------------
 
     def run(self, operation: Callable[[], _T]) -> _T:
-        local = self._local
-
         def unit(ctx: WriteContext) -> _T:
             # The unit's transaction, for every call inside it: an operation never awaits, so
-            # no other flow of this thread runs until it returns.
-            outer = getattr(local, "ctx", None)
-            local.ctx = ctx
+            # no other flow of this thread runs until it returns, and the engine lets one
+            # thread at a time into a write unit.
+            outer = self._unit
+            self._unit = (threading.get_ident(), ctx)
             try:
                 return operation()
             finally:
-                local.ctx = outer
+                self._unit = outer
 
         return self.engine.run(unit)
 
@@ -187,12 +195,13 @@ class LmdbStorage:
     def _current(self) -> WriteContext | None:
         """The calling flow's write transaction, if it has one open (None while a reader's
         operation runs: it reads its snapshot)."""
-        local = self._local
-        ctx: WriteContext | None = getattr(local, "ctx", None)
-        if ctx is not None:
-            return ctx
-        if getattr(local, "reading", False):
+        unit = self._unit
+        if unit is not None and unit[0] == threading.get_ident() and not self._readers:
+            return unit[1]
+        if self._readers and getattr(self._local, "reading", False):
             return None
+        if unit is not None and unit[0] == threading.get_ident():
+            return unit[1]
         return self.engine.current
 
     def view(self, operation: Callable[[], _T]) -> _T:
@@ -375,17 +384,35 @@ class LmdbStorage:
     # -- queues ---------------------------------------------------------------------------------
 
     def _qid(self, crawl: CrawlRecord, key: str) -> int | None:
+        ctx = self._current()
+        slot = ("qid", crawl.ref, key)
+        if ctx is not None and slot in ctx.memo:  # a queue's id never changes while it exists
+            qid: int = ctx.memo[slot][1]
+            return qid
         raw = self.get("qnames", keys.text_key(crawl.ref, key, "a queue key"))
-        return keys.read_u32(raw) if raw is not None else None
+        if raw is None:
+            return None
+        qid = keys.read_u32(raw)
+        if ctx is not None:
+            ctx.memo[slot] = (None, qid)
+        return qid
 
     def _queue_at(self, crawl: CrawlRecord, qid: int) -> QueueRecord:
         qkey = crawl.ref + keys.u32(qid)
         record = self.record("queues", qkey)
+        ctx = self._current()
+        if ctx is not None:  # decoded once a transaction, while its record stays the one saved
+            memo = ctx.memo.get(("queue", qkey))
+            if memo is not None and memo[0] is record:
+                queue: QueueRecord = memo[1]
+                return queue
         try:
             q = QueueRecord.from_record(record[:-1])
         except (TypeError, ValueError, IndexError) as exc:
             raise CorruptRecord(f"queues record {qkey.hex()} is malformed: {exc!r}") from None
         q.ref = (qid, qkey, record[-1])
+        if ctx is not None:
+            ctx.memo[("queue", qkey)] = (record, q)
         return q
 
     def queue(self, crawl: CrawlRecord, key: str) -> QueueRecord | None:
@@ -405,6 +432,7 @@ class LmdbStorage:
                 qid = counters["qids"]
                 ctx.txn.put(keys.text_key(crawl.ref, queue.key, "a queue key"), keys.u32(qid),
                             db=self.dbs["qnames"])  # fmt: skip
+                ctx.memo[("qid", crawl.ref, queue.key)] = (None, qid)
             queue.ref = (qid, crawl.ref + keys.u32(qid), None)
         qid, qkey, placed = queue.ref
         if event is None:
@@ -420,7 +448,9 @@ class LmdbStorage:
                 ctx.txn.put(index_key, keys.u32(qid), db=self.dbs["ready"])
         queue.event = event
         queue.ref = (qid, qkey, index_key)
-        ctx.put_record("queues", qkey, [*queue.to_record(), index_key])
+        record = [*queue.to_record(), index_key]
+        ctx.put_record("queues", qkey, record)
+        ctx.memo[("queue", qkey)] = (record, queue)
 
     def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
         cursor = self.cursor("qnames")
@@ -478,6 +508,8 @@ class LmdbStorage:
             ctx.txn.delete(placed, db=self.dbs["ready"])
         ctx.txn.delete(keys.text_key(crawl.ref, queue.key, "a queue key"), db=self.dbs["qnames"])
         ctx.put_record("queues", qkey, None)
+        ctx.memo.pop(("qid", crawl.ref, queue.key), None)
+        ctx.memo.pop(("queue", qkey), None)
         ctx.counters(crawl.ref)["queues"] -= 1
         return len(fps)
 

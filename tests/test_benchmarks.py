@@ -1,0 +1,45 @@
+"""The benchmark suite runs to completion: ``python -m benchmarks --quick`` exits 0 and writes
+results.json and results.md with every workload. It checks completion, not numbers.
+Deselect with ``-m "not bench"``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ["crawl", "push-each", "push-grouped", "pop-each", "pop-grouped", "seen-1e5",
+             "open", "scaling", "validators"]  # fmt: skip
+
+
+@pytest.mark.bench
+def test_quick_suite_completes(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env["BENCH_TMP"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["stamp"]["git_commit"] is not None
+    names = [w["workload"] for w in results["workloads"]]
+    assert names == WORKLOADS
+    for workload in results["workloads"]:
+        assert workload["rows"], workload["workload"]
+        for row in workload["rows"]:  # measured, or skipped with a reason
+            assert row["median_per_op"] or row["skipped"], (workload["workload"], row["key"])
+    markdown = (out / "results.md").read_text()
+    for workload in results["workloads"]:
+        assert f"## {workload['title']}" in markdown
