@@ -51,7 +51,7 @@ def _row(cls: type[Contender], ctx: Context, **kwargs: Any) -> Row:
 
 def _calibrate(cls: type[Contender], plan: Plan, links: Links, scratch: Scratch) -> int:
     """Pages for a run of about ``plan.run_seconds`` (an untimed trial run, also a warm-up)."""
-    trial = 20 if cls.syncs else 100
+    trial = cls.trial_pages or (20 if cls.syncs else 100)
     with scratch.dir() as path:
         c = cls()
         c.open(path)
@@ -59,7 +59,7 @@ def _calibrate(cls: type[Contender], plan: Plan, links: Links, scratch: Scratch)
         seconds = timed(lambda: c.crawl(trial, links))
         c.close()
     pages = int(plan.run_seconds / max(seconds / trial, 1e-7))
-    return max(plan.min_pages, min(plan.max_pages, len(links.pages), pages))
+    return max(plan.min_pages, cls.trial_pages, min(plan.max_pages, len(links.pages), pages))
 
 
 def crawl_loop(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
@@ -487,12 +487,13 @@ def scaling(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> l
             template = os.path.join(template_dir, STORE_FILE)
             _fill_store(template, n)
             progress.advance(f"filled {label(n)}")
-            links = Links(plan.scale_pages, start=n)
+            links = Links(max(plan.scale_pages, *(c.trial_pages for c in classes)), start=n)
             rows = []
             by_key = {}
             for cls in classes:
                 row = Row(f"{cls.key}@{label(n)}", f"{cls.label}, {label(n)} queued",
-                          ops=plan.scale_sync_pages if cls.syncs else plan.scale_pages,
+                          ops=max(cls.trial_pages,
+                                  plan.scale_sync_pages if cls.syncs else plan.scale_pages),
                           baseline=f"{cls.key}@{label(small)}")  # fmt: skip
                 row.crash = ctx.crash.get(cls.key, "")
                 by_key[row.key] = cls
