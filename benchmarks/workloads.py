@@ -503,6 +503,7 @@ def scaling(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> l
                     by_key: dict[str, type[StoreSafe]] = by_key) -> float:  # fmt: skip
                 with scratch.dir() as path:
                     shutil.copyfile(template, os.path.join(path, STORE_FILE))
+                    os.sync()  # the copy's writeback must not land in the run's fsyncs
                     c = by_key[row.key]()
                     c.open(path)
                     seconds = timed(lambda: c.crawl(row.ops, links))
@@ -513,7 +514,7 @@ def scaling(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> l
             t.rows += rows
     t.notes.append(
         "The store is filled once per size (untimed, through dedup, host queues) and copied "
-        "into a fresh directory for each run; the links continue the URL numbering after the "
+        "into a fresh directory for each run (then `sync`, untimed); the links continue the URL numbering after the "
         "queued seeds (half new, half seen). Ratio: to the same contender at "
         f"{label(small)} queued."
     )
