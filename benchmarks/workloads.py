@@ -515,8 +515,8 @@ def scaling(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> l
     t.notes.append(
         "The store is filled once per size (untimed, through dedup, host queues) and copied "
         "into a fresh directory for each run (then `sync`, untimed); the links continue the "
-        "URL numbering after the queued seeds (half new, half seen). Ratio: to the same contender at "
-        f"{label(small)} queued."
+        "URL numbering after the queued seeds (half new, half seen). Ratio: to the same "
+        f"contender at {label(small)} queued."
     )
     return [t]
 
