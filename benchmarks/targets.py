@@ -1,6 +1,7 @@
 """``python -m benchmarks.targets [RESULTS.json ...]``: crawlstore's speed targets, read off the
-results of ``python -m benchmarks`` (``docs/benchmarks/results.json`` by default; several files
-are read in order, a later one's workloads replacing an earlier one's), as a Markdown table."""
+results of ``python -m benchmarks``, as a Markdown table. Several files are read in order, a
+later one's workloads replacing an earlier one's; by default ``docs/benchmarks/results.json``,
+then the other ``.json`` files beside it (runs of some workloads, such as ``--full``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DEFAULT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks" / "results.json"
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
 
 
 def _rows(workloads: dict[str, Any], name: str) -> dict[str, Any]:
@@ -92,7 +93,10 @@ def targets(workloads: dict[str, Any]) -> list[tuple[str, str, str, bool | None]
 
 
 def main() -> None:
-    paths = [Path(p) for p in sys.argv[1:]] or [DEFAULT]
+    paths = [Path(p) for p in sys.argv[1:]] or [
+        RESULTS / "results.json",
+        *sorted(p for p in RESULTS.glob("*.json") if p.name != "results.json"),
+    ]
     workloads: dict[str, Any] = {}
     for path in paths:
         for table in json.loads(path.read_text())["workloads"]:
