@@ -51,7 +51,7 @@ def _row(cls: type[Contender], ctx: Context, **kwargs: Any) -> Row:
 
 def _calibrate(cls: type[Contender], plan: Plan, links: Links, scratch: Scratch) -> int:
     """Pages for a run of about ``plan.run_seconds`` (an untimed trial run, also a warm-up)."""
-    trial = 20 if cls.syncs else 100
+    trial = cls.trial_pages or (20 if cls.syncs else 100)
     with scratch.dir() as path:
         c = cls()
         c.open(path)
@@ -59,7 +59,7 @@ def _calibrate(cls: type[Contender], plan: Plan, links: Links, scratch: Scratch)
         seconds = timed(lambda: c.crawl(trial, links))
         c.close()
     pages = int(plan.run_seconds / max(seconds / trial, 1e-7))
-    return max(plan.min_pages, min(plan.max_pages, len(links.pages), pages))
+    return max(plan.min_pages, cls.trial_pages, min(plan.max_pages, len(links.pages), pages))
 
 
 def crawl_loop(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
@@ -307,14 +307,16 @@ def _memory_bytes(key: str, fps: list[Fingerprint]) -> float:
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
+    # A set keeps alive the fingerprint objects it holds (a crawler keeps no other copy):
+    # count them, as fresh bytes made inside the traced section.
     if key == "set":
         s: Any = set()
         for fp in fps:
-            s.add(fp)
+            s.add(bytes(fp))
     else:
         s = InMemSeen()
         for fp in fps:
-            s.insert(fp)
+            s.insert(Fingerprint(bytes(fp)))
     used = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     del s
@@ -485,12 +487,13 @@ def scaling(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> l
             template = os.path.join(template_dir, STORE_FILE)
             _fill_store(template, n)
             progress.advance(f"filled {label(n)}")
-            links = Links(plan.scale_pages, start=n)
+            links = Links(max(plan.scale_pages, *(c.trial_pages for c in classes)), start=n)
             rows = []
             by_key = {}
             for cls in classes:
                 row = Row(f"{cls.key}@{label(n)}", f"{cls.label}, {label(n)} queued",
-                          ops=plan.scale_sync_pages if cls.syncs else plan.scale_pages,
+                          ops=max(cls.trial_pages,
+                                  plan.scale_sync_pages if cls.syncs else plan.scale_pages),
                           baseline=f"{cls.key}@{label(small)}")  # fmt: skip
                 row.crash = ctx.crash.get(cls.key, "")
                 by_key[row.key] = cls
@@ -500,6 +503,7 @@ def scaling(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> l
                     by_key: dict[str, type[StoreSafe]] = by_key) -> float:  # fmt: skip
                 with scratch.dir() as path:
                     shutil.copyfile(template, os.path.join(path, STORE_FILE))
+                    os.sync()  # the copy's writeback must not land in the run's fsyncs
                     c = by_key[row.key]()
                     c.open(path)
                     seconds = timed(lambda: c.crawl(row.ops, links))
@@ -510,9 +514,9 @@ def scaling(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> l
             t.rows += rows
     t.notes.append(
         "The store is filled once per size (untimed, through dedup, host queues) and copied "
-        "into a fresh directory for each run; the links continue the URL numbering after the "
-        "queued seeds (half new, half seen). Ratio: to the same contender at "
-        f"{label(small)} queued."
+        "into a fresh directory for each run (then `sync`, untimed); the links continue the "
+        "URL numbering after the queued seeds (half new, half seen). Ratio: to the same "
+        f"contender at {label(small)} queued."
     )
     return [t]
 
@@ -610,11 +614,64 @@ def validators(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -
     return [t]
 
 
+# -- 7. seeds: a request object and its fingerprint, from a URL string ---------------------------
+
+
+def seeds(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
+    n = plan.ops * 2
+    rng = random.Random(7)
+    params = ["page=2", "sort=asc", "utm_source=feed", "q=red+lamp", "ref=home"]
+    urls = [f"https://www.site{i % 50}.example/path/to/item-{i}"
+            + (f"?{'&'.join(rng.sample(params, k))}" if (k := i % 3) else "")
+            for i in range(n)]  # fmt: skip
+    rows = [Row("scrapy", "Scrapy Request(url) + its default request fingerprint", ops=n),
+            Row("w3lib", "w3lib canonicalize_url + SHA-1 (Scrapy's dupefilter's form)", ops=n),
+            Row("seed-get", "crawlstore Seed.get(url) (parses, checks, canonical fingerprint)",
+                ops=n),
+            Row("fingerprint", "crawlstore fingerprint('GET', url)", ops=n)]  # fmt: skip
+    try:
+        from scrapy import Request
+        from scrapy.utils.request import RequestFingerprinter
+        from w3lib.url import canonicalize_url
+
+        fingerprinter = RequestFingerprinter()
+    except ImportError as exc:
+        for r in rows[:2]:
+            r.skipped = f"not installed ({exc.name})"
+    t = Table("seeds", "Seeds: a request object and its fingerprint, from a URL", "URL",
+              "scrapy", rows=rows)  # fmt: skip
+    progress.start("seeds", len(rows) * plan.rounds)
+
+    def run(row: Row, _round: int) -> float:
+        import hashlib
+
+        from crawlstore import fingerprint
+
+        if row.key == "scrapy":
+            return timed(lambda: [fingerprinter.fingerprint(Request(u)) for u in urls])
+        if row.key == "w3lib":
+            return timed(lambda: [hashlib.sha1(b"GET" + canonicalize_url(u).encode()).digest()
+                                  for u in urls])  # fmt: skip
+        if row.key == "seed-get":
+            return timed(lambda: [Seed.get(u) for u in urls])
+        return timed(lambda: [fingerprint("GET", u) for u in urls])
+
+    alternate([r for r in rows if not r.skipped], plan.rounds, run, progress)
+    t.notes.append(
+        "URLs: 50 hosts, a third with no query, the others with one or two parameters (one of "
+        "them sometimes a tracking one). w3lib's canonical form keeps tracking parameters and "
+        "default ports; crawlstore's drops them, and its fingerprint is a 128-bit mmh3 of the "
+        "canonical request, Scrapy's a SHA-1."
+    )
+    return [t]
+
+
 WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] = {
     "crawl": crawl_loop,
     "push-pop": push_pop,
     "seen": seen_sets,
     "open": open_time,
     "scaling": scaling,
+    "seeds": seeds,
     "validators": validators,
 }

@@ -6,6 +6,7 @@ rule here changes fingerprints and must bump ``FINGERPRINT_VERSION``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from urllib.parse import quote_from_bytes, unquote_to_bytes
@@ -110,8 +111,13 @@ def _is_tracking(key: str, names: frozenset[str]) -> bool:
 
 
 def _canonical_query(query: str) -> str:
-    """Form-decode, drop tracking keys, sort by key then value, form-encode."""
-    names = tracking.names
+    """Form-decode, drop tracking keys, sort by key then value, form-encode (the forms of
+    recent queries are kept: pagination and sorting repeat theirs across a site)."""
+    return _query_form(query, tracking.names)
+
+
+@functools.lru_cache(maxsize=8192)
+def _query_form(query: str, names: frozenset[str]) -> str:
     if _PLAIN_QUERY.fullmatch(query):
         # Fast path: nothing to decode or encode, and ASCII str order is byte order.
         kept = []

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ["crawl", "push-each", "push-grouped", "pop-each", "pop-grouped", "seen-1e5",
-             "open", "scaling", "validators"]  # fmt: skip
+             "open", "scaling", "seeds", "validators"]  # fmt: skip
 
 
 @pytest.mark.bench

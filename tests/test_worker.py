@@ -247,3 +247,18 @@ def test_a_page_linking_to_a_seed_reported_in_its_group_sees_it_in_flight(
         assert not fa.result(10)[0]  # refused: b was in flight when a's links went in
         fb.result(10)
     assert frontier.stats().done == 2 and len(frontier) == 0
+
+
+def test_a_worker_whose_store_closed_fails_its_callers_and_closes(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.lmdb", durability="nosync")
+    frontier = store.frontier()
+    frontier.push_many(links(0, 5))
+    worker = frontier.worker(prefetch=5)
+    ready = worker.next(timeout=10)
+    assert ready is not None
+    store.close()
+    with pytest.raises(StoreError):
+        worker.finish(Done(ready.seed)).result(timeout=10)
+    worker.close()  # the seeds it prefetched come back through their leases
+    with Store.open(tmp_path / "s.lmdb") as again:
+        assert again.frontier().stats().in_flight == 5

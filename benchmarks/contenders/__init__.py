@@ -51,6 +51,9 @@ class Contender:
     requires: tuple[str, ...] = ()  # modules it needs; missing: the row is skipped with a note
     memory: bool = False  # nothing persisted: the crash column says so without a kill
     syncs: bool = False  # an fsync per commit: it runs fewer pages
+    #: Pages of the calibration run, and the fewest a run takes (0: the workload's defaults);
+    #: contenders with many pages in flight need enough for their start to be amortised.
+    trial_pages: int = 0
     grouping: bool = True  # can group operations into one commit (push/pop workloads)
     note: str = ""  # what the row does, for the tables
 

@@ -193,6 +193,7 @@ class WorkerAsync(StoreSafe):
     awaits a seed, builds its links, and awaits ``finish`` (its commit)."""
 
     key = "crawlstore-worker-async"
+    trial_pages = 16 * IN_FLIGHT
     label = f'crawlstore Store "{SAFE}", async_worker(), {IN_FLIGHT} pages in flight'
     syncs = True  # an fsync a group
     note = f"{IN_FLIGHT} asyncio tasks; a group commit, one fsync, for the pages waiting"
@@ -223,6 +224,7 @@ class WorkerThreads(StoreSafe):
     """The group-commit API from threads: 64 threads share ``frontier.worker()``."""
 
     key = "crawlstore-worker-threads"
+    trial_pages = 16 * IN_FLIGHT
     label = f'crawlstore Store "{SAFE}", worker(), {IN_FLIGHT} threads'
     syncs = True
     note = f"{IN_FLIGHT} threads; a group commit, one fsync, for the pages waiting"

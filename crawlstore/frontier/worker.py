@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -26,7 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..errors import InvalidArgument, StoreError
+from ..errors import InvalidArgument, StoreError, StoreFull
 from ..seed import Seed
 from .protocol import Admission, Backoff, Cancelled, Ready, Report, Wait, check_limit, check_report
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncWorker", "Worker"]
 
 _T = TypeVar("_T")
+log = logging.getLogger("crawlstore.worker")
 
 
 def _checked(function: Callable[[], _T]) -> Callable[[], _T]:
@@ -407,6 +409,7 @@ class Worker:
     def _commit(self, units: list[_Unit[Any]], want: int) -> None:
         frontier = self.frontier
         fuse = _fusable(units)
+        grown = False
         while True:
             results: list[tuple[_Unit[Any], Any]] = []
             got: list[Ready] = []
@@ -444,6 +447,15 @@ class Worker:
                     if failed.unit.token is not None:
                         self._held.discard(failed.unit.token)
                 continue
+            except StoreFull as exc:  # the group outgrew the map, which grew: once more
+                if grown:
+                    self._fail_group(units, exc)
+                    return
+                grown = True
+                continue
+            except Exception as exc:  # the store refused the group (closed, damaged)
+                self._fail_group(units, exc)
+                return
             break
         with self._cond:
             for unit, value in results:
@@ -459,6 +471,22 @@ class Worker:
             elif outlook == "empty" and not self._units and not self._held and not self._ready:
                 self._finished = True
             self._serve()
+        self._outbox.send()
+
+    def _fail_group(self, units: list[_Unit[Any]], exc: Exception) -> None:
+        """The group's commit failed outside its units: nothing of it was written. Its
+        callers, and those waiting for seeds, get the error; the writer goes on (a later
+        group may commit: a map that grew, a disk with room again)."""
+        log.warning("a group commit of %d units failed: %r", len(units), exc)
+        with self._cond:
+            for unit in units:
+                if unit.token is not None:
+                    self._held.discard(unit.token)
+                unit.future.set_exception(exc)
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if waiter.set_running_or_notify_cancel():
+                    waiter.set_exception(exc)
         self._outbox.send()
 
     def _serve(self) -> None:
@@ -483,7 +511,11 @@ class Worker:
             left = list(self._ready)
             self._ready.clear()
         if left and self._error is None:
-            self.frontier.report_many([Cancelled(ready.seed) for ready in left])
+            try:
+                self.frontier.report_many([Cancelled(ready.seed) for ready in left])
+            except Exception:  # the store closed first, say: their leases bring them back
+                log.warning("the worker could not give back %d prefetched seeds; they come "
+                            "back when their leases expire", len(left), exc_info=True)  # fmt: skip
 
     # -- lifetime -------------------------------------------------------------------------------
 
