@@ -1,31 +1,216 @@
-"""The ``crawlstore`` command."""
+"""The ``crawlstore`` command, run as users run it: the installed console script (or
+``python -m crawlstore``) in a subprocess, against real stores."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from crawlstore import cli
+from crawlstore import Seed, Store
+from crawlstore.cli import main, run
+
+_SCRIPT = shutil.which("crawlstore", path=os.path.dirname(sys.executable))
+COMMAND = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "crawlstore"]
+
+
+def cli(*args: str | Path, check: int | None = 0) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([*COMMAND, *map(str, args)], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    if check is not None:
+        assert done.returncode == check, (done.returncode, done.stdout, done.stderr)
+    return done
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    file = tmp_path / "s.lmdb"
+    with Store.open(file, durability="nosync") as store:
+        frontier = store.frontier("fifo", queues="host").dedup_with(store.seen())
+        frontier.push_many([Seed.get(f"https://h{i % 3}.example/{i}") for i in range(9)])
+        frontier.push(Seed.get("https://h0.example/0"))  # a duplicate
+        frontier.pop()
+    return file
+
+
+def test_stats_text_json_and_queues(path: Path) -> None:
+    text = cli("stats", path).stdout
+    assert "format 2" in text and "queued 8, in flight 1" in text and "duplicate 1" in text
+    doc = json.loads(cli("stats", path, "--json", "--queues").stdout)
+    stats = doc["crawls"]["default"]["stats"]
+    assert (stats["queued"], stats["in_flight"], stats["admitted"]) == (8, 1, 9)
+    assert stats["refused"] == {"duplicate": 1}
+    assert sorted(q["key"] for q in doc["crawls"]["default"]["queues"]) == [
+        "h0.example", "h1.example", "h2.example"]  # fmt: skip
+    assert doc["format"] == 2 and doc["file_bytes"] >= doc["used_bytes"] > 0
+    paged = json.loads(cli("stats", path, "--json", "--queues", "--limit", "1",
+                           "--after", "h0.example").stdout)  # fmt: skip
+    assert [q["key"] for q in paged["crawls"]["default"]["queues"]] == ["h1.example"]
+
+
+def test_stats_reads_while_another_process_writes(path: Path) -> None:
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from crawlstore import Seed, Store\n"
+        "with Store.open(sys.argv[1]) as s:\n"
+        "    f = s.frontier()\n"
+        "    for i in range(100000):\n"
+        "        f.push(Seed.get(f'https://w.example/{i}'))\n"
+        "        if i == 10: print('writing', flush=True)\n"
+    ), str(path)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+        seen = [json.loads(cli("stats", path, "--json").stdout)["crawls"]["default"]["stats"]
+                ["admitted"] for _ in range(3)]  # fmt: skip
+        assert seen == sorted(seen) and seen[0] > 9  # a consistent, growing count
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_verify_ok_and_damaged(path: Path, tmp_path: Path) -> None:
+    assert cli("verify", path).stdout.strip().endswith(": ok")
+    assert json.loads(cli("verify", path, "--json").stdout) == {
+        "path": str(path), "ok": True, "problems": []}  # fmt: skip
+    damaged = tmp_path / "damaged.lmdb"
+    data = bytearray(path.read_bytes())
+    data[4096 * 2 :] = b"\xff" * (len(data) - 4096 * 2)  # every page past the meta pages
+    damaged.write_bytes(bytes(data))
+    done = cli("verify", damaged, check=1)
+    assert "problem" in done.stdout.splitlines()[-1]
+    assert cli("verify", tmp_path / "missing.lmdb", check=3).stderr.startswith(
+        "crawlstore verify:")  # fmt: skip
+
+
+def test_canon(tmp_path: Path) -> None:
+    out = cli("canon", "https://Example.com:443/a/../b?utm_source=x&b=2&a=1#f").stdout
+    fp = Seed.get("https://example.com/b?a=1&b=2").fingerprint.hex()
+    assert out.split() == [fp, "https://example.com/b?a=1&b=2"]
+    rows = json.loads(cli("canon", "https://a.example/", "nope", "--json", check=2).stdout)
+    assert rows[0]["canonical"] == "https://a.example/" and "error" in rows[1]
+    assert "cannot be parsed" in cli("canon", "nope", check=2).stderr
+
+
+def test_reclaim_leaves_a_live_holder_s_lease(path: Path) -> None:
+    out = json.loads(cli("reclaim", path, "--json").stdout)
+    assert out == {"default": 0}  # the fixture's pop was by this process, which lives
+    with Store.open(path) as store:
+        assert store.frontier().stats().in_flight == 1
+
+
+def test_reclaim_after_a_kill(tmp_path: Path) -> None:
+    file = tmp_path / "k.lmdb"
+    with Store.open(file) as store:
+        store.frontier().push(Seed.get("https://a.example/"))
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from crawlstore import Store\n"
+        "s = Store.open(sys.argv[1]); s.frontier(lease_time=3600).pop()\n"
+        "print('held', flush=True); time.sleep(600)\n"
+    ), str(file)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    assert "crawl default: 1 seed queued again" in cli("reclaim", file).stdout
+
+
+def test_backup_is_a_store(path: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.lmdb"
+    cli("backup", path, copy)
+    assert cli("verify", copy).returncode == 0
+    assert json.loads(cli("stats", copy, "--json").stdout)["crawls"]["default"]["stats"][
+        "admitted"] == 9  # fmt: skip
+    assert "exists" in cli("backup", path, copy, check=3).stderr  # never overwrites
+    cli("backup", path, tmp_path / "raw.lmdb", "--no-compact")
+
+
+def test_errors_usage_and_help(path: Path, tmp_path: Path) -> None:
+    missing = cli("stats", tmp_path / "nope.lmdb", check=3)
+    assert missing.stdout == "" and "does not exist" in missing.stderr
+    assert "has no crawl" in cli("stats", path, "--crawl", "other", check=3).stderr
+    assert "required" in cli(check=2).stderr
+    assert "invalid choice" in cli("frobnicate", check=2).stderr
+    for verb in ("stats", "verify", "canon", "backup", "reclaim"):
+        assert cli(verb, "--help").stdout.startswith(f"usage: crawlstore {verb}")
+    not_a_store = tmp_path / "text.lmdb"
+    not_a_store.write_text("hello")
+    assert cli("stats", not_a_store, check=3).stderr.startswith("crawlstore stats:")
+
+
+def test_python_dash_m_is_the_same_command(path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "crawlstore", "stats", str(path), "--json"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0 and json.loads(done.stdout)["crawls"]
 
 
 def test_bench_outside_a_checkout_says_what_it_needs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "_CHECKOUT", tmp_path)
-    assert cli.main(["bench", "--quick"]) == 2
+    monkeypatch.setattr(run, "_CHECKOUT", tmp_path)
+    assert main(["bench", "--quick"]) == 2
     assert "source checkout" in capsys.readouterr().err
 
 
 def test_bench_runs_the_suite_of_the_checkout(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["bench", "--help"])  # the suite's own help: it was found and started
+        main(["bench", "--help"])  # the suite's own help: it was found and started
     assert exit_.value.code == 0
     assert "--quick" in capsys.readouterr().out
 
 
-def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main([]) == 2
-    assert "bench" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        cli.main(["frobnicate"])
+def test_torture_runs_through_the_command(tmp_path: Path) -> None:
+    start = time.monotonic()
+    done = cli("torture", "--minutes", "0.05", "--workers", "2")
+    assert "violations 0" in done.stdout and time.monotonic() - start < 100
+
+
+def test_seed_from_a_file_and_stdin(tmp_path: Path) -> None:
+    file = tmp_path / "new.lmdb"
+    urls = tmp_path / "urls.txt"
+    urls.write_text("# seeds\nhttps://a.example/1\n\nhttps://a.example/1\nhttps://b.example/2\n")
+    out = json.loads(cli("seed", file, urls, "--tag", "page", "--priority", "3", "--json").stdout)
+    assert out == {"admitted": 2, "refused": 1, "invalid": 0}
+    piped = subprocess.run([*COMMAND, "seed", str(file), "-"], input="https://c.example/\nnope\n",
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert piped.returncode == 2 and "line 2" in piped.stderr  # not a URL: named, others in
+    assert "admitted 1" in piped.stdout
+    with Store.open(file) as store:
+        seeds = store.frontier().snapshot().queued
+        assert sorted(s.url for s in seeds) == [
+            "https://a.example/1", "https://b.example/2", "https://c.example/"]  # fmt: skip
+        assert {(s.tag, s.priority) for s in seeds if "c.example" not in s.url} == {("page", 3)}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+def test_export_import_round_trips(path: Path, tmp_path: Path, suffix: str) -> None:
+    with Store.open(path) as store:
+        from crawlstore import Validator
+
+        first = Seed.get("https://h0.example/0").fingerprint
+        store.validators().put(first, Validator('"e"'))
+        # the fixture's seed in flight comes back to its queue: an import queues what was in
+        # flight (its lease is the exporting store's), so the round trip compares queued seeds
+        assert store.frontier().core.end_lease_of(first)
+    dump = tmp_path / f"dump{suffix}"
+    cli("export", path, "-o", dump)
+    target = tmp_path / "copy.lmdb"
+    assert "crawl moved loaded" in cli("import", target, dump, "--crawl", "moved").stdout
+    with Store.open(path) as a, Store.open(target) as b:
+        original = [r for r in a.export() if r["type"] != "crawl"]
+        copied = [r for r in b.export(crawl="moved") if r["type"] != "crawl"]
+        assert copied == original  # every record, bytes included
+    again = cli("import", target, dump, "--crawl", "moved", check=3)
+    assert again.stderr.startswith("crawlstore import:")  # a crawl that holds something
+    text = subprocess.run([*COMMAND, "export", str(path)], capture_output=True, text=True,
+                          timeout=60).stdout.splitlines()  # fmt: skip
+    assert json.loads(text[0])["type"] == "crawl" and json.loads(text[-1])["type"] == "end"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "crawl"\n')
+    assert "line 1" in cli("import", tmp_path / "x.lmdb", bad, check=3).stderr

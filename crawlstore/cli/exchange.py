@@ -1,0 +1,182 @@
+"""Verbs that move a crawl in and out: ``export`` and ``import`` (the store's versioned record
+stream as JSON lines, gzip by suffix, in bounded memory) and ``seed`` (URLs pushed through
+dedup)."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, cast
+
+from ..seed import Seed
+from ..store import Store
+
+#: Pushed a transaction by ``seed``, records a transaction by ``import`` (the store's own).
+_BATCH = 1000
+
+
+def _encode(value: Any) -> Any:
+    """JSON has no bytes: they travel as ``{"$b": base64}`` (no record holds that key)."""
+    if isinstance(value, bytes):
+        return {"$b": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and "$b" in value:
+            return base64.b64decode(value["$b"])
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _open(path: str, mode: str) -> IO[str]:
+    if path == "-":
+        return sys.stdout if "w" in mode else sys.stdin
+    if path.endswith(".gz"):
+        return cast(IO[str], gzip.open(path, mode, encoding="utf-8"))
+    return open(path, mode, encoding="utf-8")
+
+
+# -- export / import ------------------------------------------------------------------------------
+
+
+def add_export(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = verbs.add_parser("export", help="a crawl as JSON lines (gzip by suffix)",
+                         description="Write a crawl (its frontier in every state, seen set, "
+                         "validators, counters) as versioned JSON lines, read from one snapshot "
+                         "while crawls go on writing.")  # fmt: skip
+    p.add_argument("path", help="the store file")
+    p.add_argument("--crawl", default="default", help="the crawl (default: 'default')")
+    p.add_argument("-o", "--output", default="-", help="a file (.gz: gzip), or - for stdout")
+    p.set_defaults(handler=export)
+
+
+def export(args: argparse.Namespace) -> int:
+    with Store.open(args.path, readonly=True) as store:
+        if args.crawl not in store.crawls():
+            print(f"crawlstore export: {args.path} has no crawl {args.crawl!r}", file=sys.stderr)
+            return 3
+        out = _open(args.output, "wt")
+        try:
+            for record in store.export(crawl=args.crawl):
+                out.write(json.dumps(_encode(record), separators=(",", ":")) + "\n")
+        finally:
+            if out is not sys.stdout:
+                out.close()
+            else:
+                out.flush()
+    return 0
+
+
+def add_import(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = verbs.add_parser("import", help="load an export into a crawl that holds nothing yet",
+                         description="Load JSON lines written by 'crawlstore export' "
+                         "into a crawl (the export's name, or --crawl) that holds nothing "
+                         "yet.")  # fmt: skip
+    p.add_argument("path", help="the store file (created if missing)")
+    p.add_argument("dump", help="the export (.gz: gzip), or - for stdin")
+    p.add_argument("--crawl", help="load into this crawl (default: the export's name)")
+    p.set_defaults(handler=load)
+
+
+def _records(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = _decode(json.loads(line))
+        except ValueError as exc:
+            raise ValueError(f"{source}, line {number}: not a JSON record ({exc})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{source}, line {number}: not a record: {line[:80]!r}")
+        yield record
+
+
+def load(args: argparse.Namespace) -> int:
+    source = _open(args.dump, "rt")
+    try:
+        with Store.open(args.path) as store:
+            name = store.load(_records(source, args.dump), crawl=args.crawl)
+    except ValueError as exc:
+        print(f"crawlstore import: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        if source is not sys.stdin:
+            source.close()
+    print(f"{args.path}: crawl {name} loaded from {args.dump}")
+    return 0
+
+
+# -- seed -----------------------------------------------------------------------------------------
+
+
+def add_seed(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = verbs.add_parser("seed", help="push URLs from a file or stdin, through dedup",
+                         description="Push each URL (one a line; blank lines and lines "
+                         "starting with # are skipped) into the crawl, through its exact seen "
+                         "set.")  # fmt: skip
+    p.add_argument("path", help="the store file (created if missing)")
+    p.add_argument("file", help="a file of URLs, or - for stdin")
+    p.add_argument("--crawl", default="default", help="the crawl (default: 'default')")
+    p.add_argument("--tag", help="tag every seed")
+    p.add_argument("--priority", type=int, default=0, help="priority of every seed (0)")
+    p.add_argument("--json", action="store_true", help="output as JSON")
+    p.set_defaults(handler=seed)
+
+
+def seed(args: argparse.Namespace) -> int:
+    source = _open(args.file, "rt")
+    counts = {"admitted": 0, "refused": 0, "invalid": 0}
+    try:
+        with Store.open(args.path) as store:
+            frontier = store.frontier(crawl=args.crawl).dedup_with(store.seen(crawl=args.crawl))
+            batch: list[Seed] = []
+            for number, line in enumerate(source, 1):
+                url = line.strip()
+                if not url or url.startswith("#"):
+                    continue
+                try:
+                    one = Seed.get(url)
+                except ValueError as exc:
+                    counts["invalid"] += 1
+                    print(f"crawlstore seed: line {number}: {exc}", file=sys.stderr)
+                    continue
+                if args.tag is not None:
+                    one = one.with_tag(args.tag)
+                if args.priority:
+                    one = one.with_priority(args.priority)
+                batch.append(one)
+                if len(batch) >= _BATCH:
+                    _push(store, frontier, batch, counts)
+            _push(store, frontier, batch, counts)
+    finally:
+        if source is not sys.stdin:
+            source.close()
+    if args.json:
+        json.dump(counts, sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print(f"admitted {counts['admitted']:,}, refused {counts['refused']:,}, "
+              f"not URLs {counts['invalid']:,}")  # fmt: skip
+    return 2 if counts["invalid"] else 0
+
+
+def _push(store: Store, frontier: Any, batch: list[Seed], counts: dict[str, int]) -> None:
+    if batch:
+        with store.transaction():
+            admissions = frontier.push_many(batch)
+        admitted = sum(1 for a in admissions if a)
+        counts["admitted"] += admitted
+        counts["refused"] += len(admissions) - admitted
+        batch.clear()

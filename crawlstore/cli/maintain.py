@@ -1,0 +1,54 @@
+"""Verbs that change or copy a store: ``backup``, ``reclaim``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..store import Store
+
+
+def add_backup(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = verbs.add_parser("backup", help="a consistent copy, while a crawl runs",
+                         description="Write a consistent copy of what is committed to OUT "
+                         "(never overwritten) while crawls go on writing.")  # fmt: skip
+    p.add_argument("path", help="the store file")
+    p.add_argument("out", help="the copy to write (must not exist)")
+    p.add_argument("--compact", action=argparse.BooleanOptionalAction, default=True,
+                   help="only the records, in full pages (the default); --no-compact: "
+                   "LMDB's page-for-page copy")  # fmt: skip
+    p.set_defaults(handler=backup)
+
+
+def backup(args: argparse.Namespace) -> int:
+    with Store.open(args.path) as store:
+        store.backup(args.out, compact=args.compact)
+    print(f"{args.out}: a copy of {args.path}")
+    return 0
+
+
+def add_reclaim(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = verbs.add_parser(
+        "reclaim",
+        help="queue again the seeds of expired or orphaned leases",
+        description="Put back in their queues the seeds whose lease expired or whose holder "
+        "process is gone, in every crawl (or --crawl).",
+    )
+    p.add_argument("path", help="the store file")
+    p.add_argument("--crawl", help="only this crawl")
+    p.add_argument("--json", action="store_true", help="output as JSON")
+    p.set_defaults(handler=reclaim)
+
+
+def reclaim(args: argparse.Namespace) -> int:
+    with Store.open(args.path) as store:
+        names = [args.crawl] if args.crawl else store.crawls()
+        counts = {name: store.frontier(crawl=name).reap() for name in names}
+    if args.json:
+        json.dump(counts, sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        for name, n in counts.items():
+            print(f"crawl {name}: {n} seed{'s' * (n != 1)} queued again")
+    return 0

@@ -1,0 +1,44 @@
+"""Verbs that run something of their own: ``bench`` (the benchmark suite of a checkout) and
+``torture`` (the crash torture). Each parses its own arguments."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+_CHECKOUT = Path(__file__).resolve().parent.parent.parent
+
+
+def add_bench(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    verbs.add_parser("bench", help="the benchmark suite (a source checkout's benchmarks/)",
+                     add_help=False)  # fmt: skip
+
+
+def add_torture(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    verbs.add_parser("torture", help="the crash torture: workers killed with SIGKILL, checked",
+                     add_help=False)  # fmt: skip
+
+
+def bench(argv: list[str]) -> int:
+    """Run ``benchmarks`` (``python -m benchmarks``) from the checkout this package is in."""
+    if not (_CHECKOUT / "benchmarks" / "__main__.py").is_file():
+        print(
+            "crawlstore bench runs the benchmark suite of a source checkout, which this "
+            f"installation ({_CHECKOUT}) is not: clone the repository, then run\n"
+            "  pip install -e '.[bench]' && crawlstore bench --quick",
+            file=sys.stderr,
+        )
+        return 2
+    sys.path.insert(0, str(_CHECKOUT))
+    from benchmarks.__main__ import main as bench_main
+
+    sys.argv = ["crawlstore bench", *argv]  # the suite reads its own arguments
+    bench_main()
+    return 0
+
+
+def torture(argv: list[str]) -> int:
+    from ..torture import main as torture_main
+
+    return torture_main(argv)
