@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import CrawlstoreError
-from . import exchange, inspect, maintain, run
+from . import exchange, inspect, maintain, run, urls
 
 __all__ = ["main"]
 
@@ -24,6 +24,9 @@ _VERBS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[t
     inspect.add_stats,
     inspect.add_verify,
     inspect.add_canon,
+    urls.add_urls,
+    urls.add_url,
+    urls.add_delete_crawl,
     exchange.add_seed,
     exchange.add_export,
     exchange.add_import,
