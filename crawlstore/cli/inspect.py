@@ -42,8 +42,9 @@ def add_stats(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
 def stats(args: argparse.Namespace) -> int:
     with Store.open(args.path, readonly=True) as store:
-        names = [args.crawl] if args.crawl else store.crawls()
-        if args.crawl and args.crawl not in store.crawls():
+        crawls = store.crawls()
+        names = [args.crawl] if args.crawl else crawls
+        if args.crawl and args.crawl not in crawls:
             print(f"crawlstore stats: {args.path} has no crawl {args.crawl!r}", file=sys.stderr)
             return 3
         size, used = os.path.getsize(args.path), store.file_size()

@@ -261,12 +261,12 @@ class Worker:
         ``validator`` (into the worker's ``validators``): one atomic unit, in the next group
         commit. The future resolves to the links' admissions once committed, or raises what
         the unit raised (nothing of it was written)."""
-        run, token, _, page = self._page(report, links, validator)
+        run, token, page = self._page(report, links, validator)
         return self._queue(run, token, None, page)
 
     def _page(
         self, report: Report, links: Iterable[Seed], validator: Validator | None
-    ) -> tuple[Callable[[], list[Admission]], bytes | None, None, _Page]:
+    ) -> tuple[Callable[[], list[Admission]], bytes | None, _Page]:
         """A page's unit, the lease it ends, and what it writes."""
         check_report(report)
         if isinstance(report, Backoff):
@@ -284,7 +284,7 @@ class Worker:
             return self._write_pages([page])[0]
 
         lease = report.seed.lease
-        return unit, lease.token if lease is not None else None, None, page
+        return unit, lease.token if lease is not None else None, page
 
     def _write_pages(self, pages: list[_Page]) -> list[list[Admission]]:
         """Write pages' units together: their reports in one batch, their validators, then
@@ -579,7 +579,7 @@ class AsyncWorker:
         """Queue the page's unit (``report``, its ``links``, its ``validator``) and wait until
         it is committed; the links' admissions."""
         slot = _Posted(self._worker._outbox)
-        run, token, _, page = self._worker._page(report, links, validator)
+        run, token, page = self._worker._page(report, links, validator)
         self._worker._queue(run, token, slot, page)
         result: list[Admission] = await slot.future
         return result

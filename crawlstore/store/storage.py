@@ -195,11 +195,9 @@ class LmdbStorage:
     def _current(self) -> WriteContext | None:
         """The calling flow's write transaction, if it has one open (None while a reader's
         operation runs: it reads its snapshot)."""
-        unit = self._unit
-        if unit is not None and unit[0] == threading.get_ident() and not self._readers:
-            return unit[1]
         if self._readers and getattr(self._local, "reading", False):
             return None
+        unit = self._unit
         if unit is not None and unit[0] == threading.get_ident():
             return unit[1]
         return self.engine.current
