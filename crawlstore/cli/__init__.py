@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import CrawlstoreError
-from . import exchange, inspect, maintain, run, urls
+from . import crawl, exchange, inspect, maintain, run, urls
 
 __all__ = ["main"]
 
@@ -32,6 +32,7 @@ _VERBS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[t
     exchange.add_import,
     maintain.add_backup,
     maintain.add_reclaim,
+    crawl.add_crawl,
     run.add_bench,
     run.add_torture,
 ]
