@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -41,7 +42,8 @@ class _Page:
 
 class DemoSite:
     """The site, served while the ``with`` block runs. ``hits`` counts requests by
-    ``(host, path, status)``; ``change(path)`` makes a page new (another ETag and body)."""
+    ``(host, path, status)``, ``log`` lists them with their time; ``change(path)`` makes a page
+    new (another ETag and body)."""
 
     def __init__(self, *, pages: int = 300, hosts: int = 4, seed: int = 1, slow: float = 1.0):
         if pages < 10 or hosts < 1:
@@ -49,6 +51,7 @@ class DemoSite:
         self.size, self.slow = pages, slow
         self.lock = threading.Lock()
         self.hits: Counter[tuple[str, str, int]] = Counter()
+        self.log: list[tuple[float, str, str, int]] = []  # (time, host, path, status)
         self._hosts = hosts
         self._servers: list[ThreadingHTTPServer] = []
         self.origins: list[str] = []
@@ -178,17 +181,17 @@ class DemoSite:
         handler = self._handler()
         addresses = [f"127.0.0.{i + 2}" for i in range(self._hosts)]
         try:
-            first = ThreadingHTTPServer((addresses[0], 0), handler)
+            first = _Server((addresses[0], 0), handler)
         except OSError as exc:
             if exc.errno != errno.EADDRNOTAVAIL:
                 raise
             addresses = ["127.0.0.1"] * self._hosts  # one address: a port each
-            first = ThreadingHTTPServer((addresses[0], 0), handler)
+            first = _Server((addresses[0], 0), handler)
         self._servers.append(first)
         port = first.server_address[1]
         for address in addresses[1:]:
             shared = address != addresses[0]
-            self._servers.append(ThreadingHTTPServer((address, port if shared else 0), handler))
+            self._servers.append(_Server((address, port if shared else 0), handler))
         self.origins = [_origin(server) for server in self._servers]
 
     def _close(self) -> None:
@@ -218,6 +221,7 @@ class DemoSite:
                 status, headers, body = site.answer(host, self.path, self.headers.get)
                 with site.lock:
                     site.hits[(host, self.path, status)] += 1
+                    site.log.append((time.time(), host, self.path, status))
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -229,6 +233,15 @@ class DemoSite:
                 pass
 
         return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A crawler killed mid-request (the demo's SIGKILL) is no error of the site."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 def _origin(server: ThreadingHTTPServer) -> str:
