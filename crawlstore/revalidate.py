@@ -35,6 +35,7 @@ class Revalidate:
 
     @staticmethod
     def applies(seed: Seed) -> bool:
+        """Whether ``seed`` is revalidated: GET and HEAD only."""
         return seed.method in _CONDITIONAL_METHODS
 
     def headers(self, seed: Seed) -> dict[str, str]:

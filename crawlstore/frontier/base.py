@@ -329,6 +329,7 @@ class Frontier(ABC):
         return self.retry_with(RetryPolicy(max_retries))
 
     def retry_with(self, policy: RetryPolicy) -> RetryFacade:
+        """``Retry`` reports scheduled again by ``policy`` (its retries, delays and jitter)."""
         from .facades import RetryFacade
 
         return RetryFacade(self, policy)

@@ -603,9 +603,11 @@ class AsyncWorker:
         return result
 
     def wake(self) -> None:
+        """Make the writer look at the frontier now (after a ``ManualClock`` moved, say)."""
         self._worker.wake()
 
     async def aclose(self) -> None:
+        """Commit the units queued and give back the seeds never handed out (``async with``)."""
         await asyncio.get_running_loop().run_in_executor(None, self._worker.close)
 
     async def __aenter__(self) -> AsyncWorker:

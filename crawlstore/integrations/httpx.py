@@ -3,18 +3,17 @@ means for the crawl, and ``report_response``, which reports it as one step.
 
 Needs ``httpx`` (``pip install 'crawlstore[httpx]'``).
 
-=========================================  ============  =====================================
-status                                     outcome       what ``report_response`` does
-=========================================  ============  =====================================
-304                                        UNCHANGED     ``Done(unchanged=True)``, validators kept
-301, 302, 303, 307, 308 with a Location    REDIRECT      ``Done``, and the target pushed
-the same without a usable Location         FAILED        ``Failed``
-408, 425, 429, 500, 502-504, 507, 509,     RETRY         ``Retry`` (after ``Retry-After`` when
-511, 520-599                                             given; a 429 or 503 with it pauses
-                                                         the host's queue until then)
-501, 505, 506, 508, 510, other 4xx         FAILED        ``Failed``: asking again cannot help
-anything else (2xx, 1xx, other 3xx)        DONE          ``Done``, validators recorded, links
-=========================================  ============  =====================================
+| status | outcome | what ``report_response`` does |
+|---|---|---|
+| 304 | UNCHANGED | ``Done(unchanged=True)``, validators kept |
+| 301, 302, 303, 307, 308 with a Location | REDIRECT | ``Done``, and the target pushed |
+| the same without a usable Location | FAILED | ``Failed`` |
+| 408, 425, 429, 500, 502-504, 507, 509, 511, 520-599 | RETRY | ``Retry`` (see below) |
+| 501, 505, 506, 508, 510, other 4xx | FAILED | ``Failed``: asking again cannot help |
+| anything else (2xx, 1xx, other 3xx) | DONE | ``Done``, validators recorded, links |
+
+``Retry`` waits the ``Retry-After`` delay when the response gives one; a 429 or 503 with it
+also pauses the host's queue until then.
 """
 
 from __future__ import annotations
@@ -66,11 +65,16 @@ MAX_RETRY_AFTER = 86400.0
 class Outcome(enum.Enum):
     """What a response means for the crawl."""
 
-    DONE = "done"  # 2xx (and other final answers): handle it, report Done
-    UNCHANGED = "unchanged"  # 304: nothing new, report Done(unchanged=True)
-    REDIRECT = "redirect"  # 301/302/303/307/308: push the target, report Done
-    RETRY = "retry"  # 408, 425, 429, 5xx but FINAL_5XX: report Retry
-    FAILED = "failed"  # other 4xx, FINAL_5XX, a redirect without a Location: report Failed
+    #: 2xx (and other final answers): handle it, report Done.
+    DONE = "done"
+    #: 304: nothing new, report Done(unchanged=True).
+    UNCHANGED = "unchanged"
+    #: 301/302/303/307/308: push the target, report Done.
+    REDIRECT = "redirect"
+    #: 408, 425, 429, 5xx but FINAL_5XX: report Retry.
+    RETRY = "retry"
+    #: Other 4xx, FINAL_5XX, a redirect without a Location: report Failed.
+    FAILED = "failed"
 
 
 def build_request(
@@ -85,6 +89,7 @@ def build_request(
 
 
 def classify(response: httpx.Response) -> Outcome:
+    """What ``response`` means for the crawl (see the module's table)."""
     status = response.status_code
     if status == 304:
         return Outcome.UNCHANGED
