@@ -32,6 +32,7 @@ _VERBS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[t
     exchange.add_import,
     maintain.add_backup,
     maintain.add_reclaim,
+    maintain.add_migrate,
     crawl.add_crawl,
     run.add_demo,
     run.add_bench,
