@@ -274,3 +274,29 @@ def test_a_bad_export_is_refused_and_leaves_no_trace(tmp_path: Path, damage: Any
         with pytest.raises((InvalidSnapshot, InvalidArgument)):
             memory.load(damage([r for r in records if r["type"] != "seen"]))
         assert len(memory) == 0 and memory.count() == 0
+
+
+def test_a_new_crawl_is_filled_or_leaves_no_trace(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.lmdb") as store:
+        with store.new_crawl("a") as frontier:
+            frontier.push_many([Seed.get(f"https://a.test/{i}") for i in range(3)])
+            store.seen(crawl="a").insert_many([b"\x01" * 16])
+            frontier.core.state("seen")["fingerprints"] = "other"
+        assert (store.frontier(crawl="a").count(), len(store.seen(crawl="a"))) == (3, 1)
+        for holds in ("a", "seen-only"):
+            store.seen(crawl="seen-only").insert(b"\x02" * 16)
+            with pytest.raises(InvalidArgument, match="not empty"), store.new_crawl(holds):
+                pass
+        store.frontier(crawl="empty", queues="host", delay=2.0)  # a policy, nothing else
+        with pytest.raises(RuntimeError), store.new_crawl("empty") as frontier:
+            assert frontier.policy.queues == "host"  # filled under the crawl's own policy
+            frontier.push(Seed.get("https://b.test/"))
+            store.seen(crawl="empty").insert(b"\x03" * 16)
+            raise RuntimeError("the source broke")
+        assert store.crawls() == ["a", "empty", "seen-only"]
+        empty = store.frontier(crawl="empty")
+        assert (empty.count(), len(store.seen(crawl="empty")), empty.policy.delay) == (0, 0, 2.0)
+        with pytest.raises(RuntimeError), store.new_crawl("new"):
+            store.frontier(crawl="new").push(Seed.get("https://c.test/"))
+            raise RuntimeError
+        assert "new" not in store.crawls()

@@ -14,6 +14,7 @@ from typing import IO, Any, cast
 
 from ..seed import Seed
 from ..store import Store
+from . import jobdir
 
 #: Pushed a transaction by ``seed``, records a transaction by ``import`` (the store's own).
 _BATCH = 1000
@@ -83,10 +84,15 @@ def add_import(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p = verbs.add_parser("import", help="load an export into a crawl that holds nothing yet",
                          description="Load JSON lines written by 'crawlstore export' "
                          "into a crawl (the export's name, or --crawl) that holds nothing "
-                         "yet.")  # fmt: skip
+                         "yet; or, with --from-jobdir, what a stopped Scrapy job would "
+                         "resume.")  # fmt: skip
     p.add_argument("path", help="the store file (created if missing)")
-    p.add_argument("dump", help="the export (.gz: gzip), or - for stdin")
-    p.add_argument("--crawl", help="load into this crawl (default: the export's name)")
+    p.add_argument("dump", nargs="?", help="the export (.gz: gzip), or - for stdin")
+    p.add_argument("--crawl", help="load into this crawl (default: the export's name, or "
+                   "'default' for a JOBDIR)")  # fmt: skip
+    p.add_argument("--from-jobdir", metavar="DIR", help="instead of an export, what a stopped "
+                   "Scrapy job would resume (needs crawlstore[scrapy])")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="output as JSON (with --from-jobdir)")
     p.set_defaults(handler=load)
 
 
@@ -104,6 +110,15 @@ def _records(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
 
 
 def load(args: argparse.Namespace) -> int:
+    if (args.dump is None) == (args.from_jobdir is None):
+        print("crawlstore import: give an export or --from-jobdir DIR (one of the two)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.from_jobdir is not None:
+        return jobdir.load_jobdir(args)
+    if args.json:
+        print("crawlstore import: --json goes with --from-jobdir", file=sys.stderr)
+        return 2
     source = _open(args.dump, "rt")
     try:
         with Store.open(args.path) as store:
