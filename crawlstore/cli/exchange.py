@@ -9,12 +9,13 @@ import base64
 import gzip
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, cast
 
 from ..seed import Seed
 from ..store import Store
 from . import jobdir
+from .bar import progress
 
 #: Pushed a transaction by ``seed``, records a transaction by ``import`` (the store's own).
 _BATCH = 1000
@@ -69,9 +70,12 @@ def export(args: argparse.Namespace) -> int:
             print(f"crawlstore export: {args.path} has no crawl {args.crawl!r}", file=sys.stderr)
             return 3
         out = _open(args.output, "wt")
+        total = store.frontier(crawl=args.crawl).count()
         try:
-            for record in store.export(crawl=args.crawl):
-                out.write(json.dumps(_encode(record), separators=(",", ":")) + "\n")
+            with progress(f"export {args.crawl}", total) as advance:
+                for record in store.export(crawl=args.crawl):
+                    out.write(json.dumps(_encode(record), separators=(",", ":")) + "\n")
+                    advance(record.get("type") == "url")
         finally:
             if out is not sys.stdout:
                 out.close()
@@ -97,7 +101,15 @@ def add_import(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 
 def _records(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
+    with progress(f"import {source}") as advance:
+        yield from _parsed(lines, source, advance)
+
+
+def _parsed(
+    lines: Iterable[str], source: str, advance: Callable[[int], None]
+) -> Iterator[dict[str, Any]]:
     for number, line in enumerate(lines, 1):
+        advance(1)
         if not line.strip():
             continue
         try:
