@@ -1,8 +1,11 @@
 """``peek``: what pop will hand out, without handing it out, on every storage. The property:
 whatever the crawl went through, the ready seeds of a peek are what that many pops then hand
-out, in that order, and each later one is what a pop hands out at its time."""
+out, in that order, and (each reported done at once) each later one is what a pop hands out
+at its time."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 from conftest import MakeFrontier, seed
@@ -29,9 +32,9 @@ def page(host: int, path: str, priority: int = 0) -> Seed:
     return Seed.get(f"https://h{host}.test/{path}").with_priority(priority)
 
 
-def check(frontier: Frontier, clock: ManualClock, k: int = 50) -> list[Ready]:
-    """Peek, then pop: the ready ones now, each later one at its time (while no lease taken
-    before or during the check could expire); what was popped."""
+def check(frontier: Frontier, clock: ManualClock, k: int = 50) -> None:
+    """Peek, then pop: the ready ones now, then (those reported done) each later one at its
+    time, reported done at once (while no lease taken before the check could expire)."""
     before = (frontier.stats(), frontier.snapshot(), frontier.queues(limit=1000))
     upcoming = frontier.peek(k)
     assert (frontier.stats(), frontier.snapshot(), frontier.queues(limit=1000)) == before
@@ -44,24 +47,28 @@ def check(frontier: Frontier, clock: ManualClock, k: int = 50) -> list[Ready]:
     assert [u.at for u in timed] == sorted(u.at for u in timed)  # type: ignore[type-var]
     assert all(u.why in ("held", "limit") for u in upcoming[len(timed) :])
     start = clock()
+    assert all(u.at >= start for u in timed[len(ready) :])  # type: ignore[operator]
     live = {s.fingerprint: s.at for s in frontier.urls(state="in_flight", limit=1000)
             if s.at is not None and s.at > start}  # fmt: skip
     assert not set(live) & {u.seed.fingerprint for u in upcoming}  # in flight: never listed
-    horizon = min([start + LEASE, *live.values()])
-    assert all(u.at > start for u in timed[len(ready) :])  # type: ignore[operator]
-    popped = []
-    for i, u in enumerate(timed):
-        assert u.at is not None
-        if u.at >= horizon:
-            break
-        if i == len(ready) and len(ready) < k:
-            assert frontier.pop_many(1) == []  # every seed ready now was listed
-        clock.now = max(clock.now, u.at)
+    horizon = min([math.inf, *live.values()])
+
+    def pop(u: Upcoming) -> Ready:
         got = frontier.pop()
         assert isinstance(got, Ready), (u, got)
         assert (got.seed.with_lease(None), frontier.queue_for(got.seed)) == (u.seed, u.queue)
-        popped.append(got)
-    return popped
+        return got
+
+    handed = [pop(u) for u in ready]
+    if len(ready) < k:
+        assert frontier.pop_many(1) == []  # every seed ready now was listed
+    frontier.report_many([Done(r.seed) for r in handed])
+    for u in timed[len(ready) :]:
+        assert u.at is not None
+        if u.at >= horizon:
+            break
+        clock.now = max(clock.now, u.at)
+        frontier.report(Done(pop(u).seed))
 
 
 @pytest.mark.parametrize("order", ["fifo", "lifo", "priority"])
@@ -72,9 +79,8 @@ def test_one_queue_in_each_order(make_frontier: MakeFrontier, clock: ManualClock
     upcoming = f.peek(12)
     assert [u.why for u in upcoming] == ["ready"] * 12 and {u.queue for u in upcoming} == {""}
     assert f.peek(5) == upcoming[:5]
-    assert [r.seed.with_lease(None) for r in check(f, clock, 12)] == [u.seed for u in upcoming]
-    assert f.peek(3) == []  # all twelve popped by the check
-    assert f.stats().in_flight == 12
+    check(f, clock, 12)  # pops those twelve, in that order
+    assert f.peek(3) == [] and f.stats().done == 12
 
 
 def test_peek_names_the_order_pop_follows(make_frontier: MakeFrontier) -> None:
@@ -96,7 +102,8 @@ def test_host_queues_round_robin_then_delays(make_frontier: MakeFrontier,
     assert [(u.queue, u.at, u.why) for u in upcoming] == [
         (f"h{h}.test", now + 2.0 * i, "ready" if i == 0 else "delay")
         for i in range(3) for h in range(3)]  # fmt: skip
-    assert len(check(f, clock, 9)) == 9
+    check(f, clock, 9)
+    assert f.stats().done == 9
 
 
 def test_a_blocked_queue_and_a_schedule_come_later_marked(
@@ -113,7 +120,8 @@ def test_a_blocked_queue_and_a_schedule_come_later_marked(
         ("https://h2.test/c", now + 20, "retry"),
         ("https://h1.test/b", now + 50, "blocked"),
     ]
-    assert len(check(f, clock)) == 3
+    check(f, clock)
+    assert f.stats().done == 3
 
 
 def test_seeds_behind_a_seed_in_flight_are_held(make_frontier: MakeFrontier) -> None:
@@ -150,7 +158,8 @@ def test_an_expired_lease_comes_first_as_pop_reclaims_it(
     clock.advance(11)
     assert [(u.seed.url, u.why) for u in f.peek()] == [
         ("https://example.com/a", "ready"), ("https://example.com/b", "ready")]  # fmt: skip
-    assert len(check(f, clock)) == 2
+    check(f, clock)
+    assert f.stats().done == 2
 
 
 def test_peek_reads_a_transaction_s_own_writes_and_leaves_them(store: Store) -> None:
@@ -254,4 +263,4 @@ def test_peek_then_pop_agree(
             f.block_queue(f"h{a}.test", clock() + b if b else 0)
         elif op == "check":
             assert isinstance(a, int)
-            held.extend(check(f, clock, a))
+            check(f, clock, a)

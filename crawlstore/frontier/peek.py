@@ -8,13 +8,14 @@ was). So the order is pop's by construction, never a second reading of the polic
    ``pop_many(1, queue=key)`` calls, for one queue) hand them out, with what a pop does first
    included: leases that expired or whose holder is gone go back to the front of their queue,
    schedules that fell due join theirs;
-2. then, the clock of the dry run moving on to each next event of the crawl's index (a delay
-   ending, a block ending, a schedule falling due), the seeds that come later, each with the
-   time pop would first hand it out and why then. Nothing else is assumed to happen: no push,
-   no report; the seeds in flight now stay in flight (each is expected to be reported, and is
-   never listed again), and what the dry run hands out is never reported either;
-3. last, seeds that only a report can free, with no time: the queued seeds of queues that have
-   seeds in flight and are at their ``max_in_flight`` ("held") or at their ``limit``
+2. then the seeds that come later, in the order and at the time pop would first hand each out
+   if every seed handed out from now on were reported done at once (the ready ones, once they
+   are all out) and nothing else happened: no push, no other report. The dry run's clock moves
+   on to each next event of the crawl's index (a delay ending, a block ending, a schedule
+   falling due). The seeds in flight now stay in flight (each is expected to be reported, when
+   is unknown) and are never listed;
+3. last, seeds that only such a report frees, with no time: the queued seeds of queues at
+   their ``max_in_flight`` with seeds in flight now ("held"), or at their ``limit``
    ("limit"), one a queue in turn.
 """
 
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from .core import _finished
 from .policy import ready_at
-from .protocol import Ready, Upcoming, check_limit
+from .protocol import Done, Ready, Upcoming, check_limit
 from .spi import QUEUED, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class _DryRun:
         self.origin: dict[bytes, str] = {}
         #: Why each queue first visited after the ready ones had none ready at ``now``.
         self.waiting: dict[str, str] = {}
+        #: The queue of each seed the dry run handed out, by its lease's token.
+        self.queues: dict[bytes, str] = {}
         self.later = False
         enqueue, maintain = sim._enqueue, sim._maintain
 
@@ -85,9 +88,12 @@ class _DryRun:
         self.storage = core.storage
 
     def _why_not_now(self, q: QueueRecord) -> str:
+        """Why the queue hands out no (more) seed now: its block, its delay, or its cap."""
         policy = self.sim._effective(self.crawl, q)
         if q.blocked > self.now:
             return "blocked"
+        if q.last + policy.delay > self.now:
+            return "delay"
         if policy.cap is not None and q.in_flight >= policy.cap:
             return "held"
         return "delay"
@@ -110,12 +116,29 @@ class _DryRun:
         q = self.storage.queue(self.crawl, self.only)
         return q.event if q is not None else None
 
+    def _done(self, ready: Ready, at: float) -> None:
+        """Report a seed the dry run handed out done, at ``at`` (as the core does)."""
+        q = self.sim._report(self.crawl, Done(ready.seed), at, {})
+        self.sim._place(self.crawl, q, at)
+
     def run(self, n: int) -> list[Upcoming]:
         out: list[Upcoming] = []
         now = self.now
         self._freeze()
+        handed: list[Ready] = []
         while len(out) < n and (ready := self._pop(now)) is not None:
+            handed.append(ready)
             out.append(Upcoming(ready.seed.with_lease(None), self._queue_of(ready), now, "ready"))
+        if len(out) >= n:
+            return out
+        for ready in handed:  # why each of their queues has no more now, then their reports
+            key = self._queue_of(ready)
+            if key not in self.waiting:
+                q = self.storage.queue(self.crawl, key)
+                assert q is not None
+                self.waiting[key] = self._why_not_now(q)
+        for ready in handed:
+            self._done(ready, now)
         self.later = True
         at, idle = now, 0
         for _ in range(_ROUNDS * n):
@@ -127,6 +150,12 @@ class _DryRun:
                 key = self._queue_of(ready)
                 why = self.origin.get(ready.seed.fingerprint) or self.waiting.get(key, "delay")
                 out.append(Upcoming(ready.seed.with_lease(None), key, at, why))
+                self._done(ready, at)
+                q = self.storage.queue(self.crawl, key)
+                assert q is not None
+                policy = self.sim._effective(self.crawl, q)
+                if policy.delay > 0 or policy.cap is not None:  # its next one waits for this one
+                    self.waiting[key] = "delay" if policy.delay > 0 else "held"
                 continue
             event = self._next_event()
             if event is None or event >= _NEVER:
@@ -141,12 +170,16 @@ class _DryRun:
 
     def _queue_of(self, ready: Ready) -> str:
         assert ready.lease is not None
-        lease = self.storage.get_lease(self.crawl, ready.lease.token)
-        assert lease is not None
-        return lease.queue
+        key = self.queues.get(ready.lease.token)
+        if key is None:
+            lease = self.storage.get_lease(self.crawl, ready.lease.token)
+            assert lease is not None
+            key = self.queues[ready.lease.token] = lease.queue
+        return key
 
     def _held(self, n: int) -> list[Upcoming]:
-        """Queued seeds of queues that wait for reports, one a queue in turn."""
+        """Queued seeds of queues that wait for reports of seeds in flight now (or that reached
+        their limit), one a queue in turn."""
         if self.only is not None:
             keys = {self.only}
         else:

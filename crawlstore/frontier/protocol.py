@@ -334,9 +334,10 @@ class QueueInfo:
 
 #: Why a seed of ``peek`` comes when it does: handed out now, in this order ("ready"); later,
 #: when its queue's delay since its previous pop ends ("delay"), its queue's block ends
-#: ("blocked"), its schedule falls due ("retry", "pause", "revisit"), or once its lease, which
-#: expired or whose holder is gone, is reclaimed ("lease"); or not before a report: its queue
-#: is at its in-flight cap ("held") or its limit ("limit").
+#: ("blocked"), the seed before it in its queue is done ("held"), its schedule falls due
+#: ("retry", "pause", "revisit"), or once its lease, whose holder is gone, is reclaimed
+#: ("lease"); or, with no time, once a seed in flight now is reported: its queue is at its
+#: in-flight cap ("held") or its limit ("limit").
 PEEK_REASONS = ("ready", "delay", "blocked", "retry", "pause", "revisit", "lease", "held",
                 "limit")  # fmt: skip
 

@@ -26,6 +26,10 @@ class Overlay:
         self._changes: dict[Any, dict[bytes, bytes | None]] = {}
         #: Per table: the keys written with a value, sorted.
         self._written: dict[Any, list[bytes]] = {}
+        #: Per table: for a key of the base the overlay changed, a key of the base past it
+        #: such that the overlay changed every one in between: a cursor jumps there (the head
+        #: of a queue that the dry run keeps taking from is a run of such keys).
+        self._skip: dict[Any, dict[bytes, bytes]] = {}
 
     def id(self) -> int:
         return int(self._base.id())
@@ -91,14 +95,27 @@ class OverlayCursor:
         found: bytes | None = None
         value = b""
         base = self._base
+        skip = overlay._skip.setdefault(self._db, {})
+        passed: list[bytes] = []  # keys of the base the overlay changed, walked past
         if base.set_range(key):
             while True:
                 candidate = bytes(base.key())
-                if (candidate != key or not after) and candidate not in changes:
-                    found, value = candidate, bytes(base.value())
-                    break
+                if candidate not in changes:
+                    if candidate != key or not after:
+                        found, value = candidate, bytes(base.value())
+                        break
+                else:
+                    passed.append(candidate)
+                    jump = skip.get(candidate)
+                    if jump is not None:
+                        if not base.set_range(jump):
+                            break
+                        continue
                 if not base.next():
                     break
+        if found is not None:
+            for changed in passed:
+                skip[changed] = found
         at = (bisect.bisect_right if after else bisect.bisect_left)(written, key)
         if at < len(written) and (found is None or written[at] < found):
             found = written[at]
