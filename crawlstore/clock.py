@@ -23,6 +23,7 @@ class ManualClock:
         return self.now
 
     def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` forward."""
         self.now += seconds
 
     def sleep(self, seconds: float) -> None:
@@ -30,4 +31,5 @@ class ManualClock:
         self.now += max(0.0, seconds)
 
     async def async_sleep(self, seconds: float) -> None:
+        """A drop-in for ``asyncio.sleep`` that advances this clock instead of waiting."""
         self.now += max(0.0, seconds)

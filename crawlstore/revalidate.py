@@ -35,6 +35,7 @@ class Revalidate:
 
     @staticmethod
     def applies(seed: Seed) -> bool:
+        """Whether ``seed`` is revalidated: GET and HEAD only."""
         return seed.method in _CONDITIONAL_METHODS
 
     def headers(self, seed: Seed) -> dict[str, str]:
@@ -59,17 +60,23 @@ class Revalidate:
     def record(self, seed: Seed, status: int, headers: Headers) -> None:
         """Keep a response's validators: a 2xx replaces them (one without validators clears
         them: they described another body); a 304 keeps them, with any field it updates."""
+        stored = self.validators.get(seed.fingerprint) if self.applies(seed) else None
+        fresh = self._fresh(seed, status, headers, stored)
+        if fresh is not None:
+            self.validators.put(seed.fingerprint, fresh)
+
+    def _fresh(
+        self, seed: Seed, status: int, headers: Headers, stored: Validator | None
+    ) -> Validator | None:
+        """What ``record`` would store for this response (None: nothing to write)."""
         if not self.applies(seed):
-            return
+            return None
         fresh, problems = Validator.parse_headers(headers)
         if problems:
             self._dropped(seed, problems)
         if status == 304:
-            stored = self.validators.get(seed.fingerprint)
-            if stored is not None and fresh:
-                self.validators.put(seed.fingerprint, stored.merged(fresh))
-        elif 200 <= status < 300:
-            self.validators.put(seed.fingerprint, fresh)
+            return stored.merged(fresh) if stored is not None and fresh else None
+        return fresh if 200 <= status < 300 else None
 
     def _dropped(self, seed: Seed, problems: list[str]) -> None:
         self.dropped += len(problems)
@@ -96,7 +103,18 @@ class Revalidate:
         """Report ``seed`` done and record its validators, in one transaction. A 304 is
         unchanged; a full answer to a conditional request is changed; otherwise nobody knows."""
         with frontier.transaction():
-            conditional = self.applies(seed) and self.validators.get(seed.fingerprint) is not None
-            unchanged = True if self.unchanged(status) else (False if conditional else None)
-            frontier.report(Done(seed, unchanged=unchanged, content_hash=content_hash))
-            self.record(seed, status, headers)
+            report, validator = self.outcome(seed, status, headers, content_hash=content_hash)
+            frontier.report(report)
+            if validator is not None:
+                self.validators.put(seed.fingerprint, validator)
+
+    def outcome(
+        self, seed: Seed, status: int, headers: Headers, *, content_hash: str | None = None
+    ) -> tuple[Done, Validator | None]:
+        """What ``done()`` writes, without writing it: the ``Done`` report and the validator to
+        store (None: nothing to store), for a unit of a group commit
+        (``worker.finish(report, links, validator=validator)``)."""
+        stored = self.validators.get(seed.fingerprint) if self.applies(seed) else None
+        unchanged = True if self.unchanged(status) else (False if stored is not None else None)
+        report = Done(seed, unchanged=unchanged, content_hash=content_hash, status=status)
+        return report, self._fresh(seed, status, headers, stored)

@@ -73,12 +73,14 @@ class once:
 
 
 class RevisitTags(enum.Enum):
-    """Base class of tag enums whose members declare their revisit interval::
+    """Base class of tag enums whose members declare their revisit interval:
 
+    ```python
     class Page(RevisitTags):
         LISTING = revisit("1h")
         PRODUCT = revisit("1d")
         ABOUT = once()             # no interval: crawled once
+    ```
     """
 
     def __init__(self, *_: object) -> None:

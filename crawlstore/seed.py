@@ -226,15 +226,19 @@ class Seed:
         return new
 
     def with_tag(self, tag: Tag | None) -> Seed:
+        """The seed under ``tag`` (an enum member is kept by its name; None: untagged)."""
         return self._replace(tag=_tag_name(tag))
 
     def with_priority(self, priority: int) -> Seed:
+        """The seed at ``priority`` (signed 32-bit; higher pops first in priority order)."""
         return self._replace(priority=_check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX))
 
     def with_depth(self, depth: int) -> Seed:
+        """The seed at link depth ``depth`` (0 for a start page)."""
         return self._replace(depth=_check_int("depth", depth, 0, DEPTH_MAX))
 
     def with_attempt(self, attempt: int) -> Seed:
+        """The seed at try number ``attempt`` (1 is the first)."""
         return self._replace(attempt=_check_int("attempt", attempt, 1, DEPTH_MAX))
 
     def with_header(self, name: str, value: str) -> Seed:
@@ -242,6 +246,7 @@ class Seed:
         return self._replace(headers=(*self.headers, _check_header(name, value)))
 
     def with_body(self, body: bytes | str) -> Seed:
+        """The seed with ``body`` (a str is encoded as UTF-8); part of the fingerprint."""
         return self._replace(body=_check_body(body))
 
     def with_meta(self, meta: Mapping[str, Any]) -> Seed:

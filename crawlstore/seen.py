@@ -78,6 +78,7 @@ class InMemSeen:
             self._set |= fps
 
     def insert(self, fp: Fingerprint) -> bool:
+        """Record ``fp``; True when it was not seen before."""
         txn = journal.current()
         with self._lock:
             if fp in self._set:
@@ -108,6 +109,7 @@ class InMemSeen:
 
     @classmethod
     def restore(cls, data: bytes) -> InMemSeen:
+        """The set ``snapshot()`` wrote; other bytes raise ``InvalidSnapshot``."""
         raw = _unpack("InMemSeen", data)["fps"]
         if not isinstance(raw, bytes) or len(raw) % _FP:
             raise InvalidSnapshot("InMemSeen snapshot: fingerprints are not 16-byte records")
@@ -152,6 +154,7 @@ class BloomSeen:
         self._aside: journal.Aside[list[Any]] = journal.Aside(lambda: [0, set()], self._commit)
 
     def insert(self, fp: Fingerprint) -> bool:
+        """Record ``fp``; True when it was not seen before (a false positive says False)."""
         positions = bloom_positions(fp, self.bits, self.hashes)
         txn = journal.current()
         with self._lock:
@@ -211,6 +214,7 @@ class BloomSeen:
         return (len(self._array) + 7) // 8
 
     def snapshot(self) -> bytes:
+        """msgpack bytes; ``BloomSeen.restore`` reads them back."""
         with self._lock:
             return msgpack.packb(  # type: ignore[no-any-return]
                 {
@@ -225,6 +229,7 @@ class BloomSeen:
 
     @classmethod
     def restore(cls, data: bytes) -> BloomSeen:
+        """The filter ``snapshot()`` wrote; other bytes raise ``InvalidSnapshot``."""
         doc = _unpack("BloomSeen", data)
         expected, fp_rate, inserted, raw = (doc.get(k) for k in ("expected", "fp_rate",
                                                                  "inserted", "bits"))  # fmt: skip

@@ -423,6 +423,7 @@ class Fingerprint(bytes):
 
     @classmethod
     def from_hex(cls, text: str) -> Fingerprint:
+        """The fingerprint of 32 hex digits (as ``str(fp)`` writes it)."""
         return cls(bytes.fromhex(text))
 
     def __repr__(self) -> str:

@@ -152,6 +152,7 @@ class InMemValidators:
             self._map[fp] = validator
 
     def get(self, fp: Fingerprint) -> Validator | None:
+        """The validators stored for ``fp``, or None."""
         changes = self._aside.of(journal.current())
         if changes is not None and fp in changes:
             return changes[fp]
@@ -164,6 +165,7 @@ class InMemValidators:
         self._set(fp, validator or None)
 
     def delete(self, fp: Fingerprint) -> None:
+        """Forget the validators of ``fp``."""
         self._set(fp, None)
 
     def _set(self, fp: Fingerprint, validator: Validator | None) -> None:

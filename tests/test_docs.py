@@ -30,7 +30,7 @@ from crawlstore.revalidate import Revalidate
 from crawlstore.store import StoreBloomSeen, StoreSeen, StoreValidators
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 TEXT = "\n".join(p.read_text() for p in DOCS)
 
 CLASSES = [Frontier, InMemFrontier, Store, StoreFrontier, StoreSeen, StoreBloomSeen,
@@ -63,7 +63,7 @@ def test_no_history_and_no_outside_files(pattern: str) -> None:
 
 
 def test_what_len_and_stats_count_is_said() -> None:
-    frontier = (ROOT / "docs" / "frontier.md").read_text()
+    frontier = (ROOT / "docs" / "concepts" / "frontier.md").read_text()
     assert re.search(r"`len\(f\)`[^\n]*revisits", frontier)
     assert re.search(r"`stats\(\)`[^\n]*whole life", frontier)
 

@@ -23,9 +23,3 @@ def test_ruff() -> None:
     assert check.returncode == 0, check.stdout + check.stderr
     fmt = run(sys.executable, "-m", "ruff", "format", "--check", "crawlstore", "tests")
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
-
-
-def test_demo_runs() -> None:
-    result = run(sys.executable, "-m", "crawlstore.demo", "--pages", "200")
-    assert result.returncode == 0, result.stderr
-    assert "crawled " in result.stdout and "left in the frontier: 0" in result.stdout

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MakeFrontier, seed
+from conftest import MakeFrontier, path_of, seed
 
 from crawlstore import Done, ManualClock, Ready, Seed, Store, Validator, Worker
 from crawlstore.errors import InvalidArgument, NotInFlight, StoreError
+from crawlstore.frontier.protocol import Reschedule
 
 
 def links(n: int, k: int) -> list[Seed]:
@@ -99,6 +100,30 @@ def test_next_is_none_once_the_crawl_is_finished(make_frontier: MakeFrontier) ->
             worker.finish(Done(ready.seed), [seed(str(n + 1))] if n < 20 else [])
     assert done == list(range(21))
     assert frontier.stats().done == 21 and len(frontier) == 0
+
+
+def test_idle_ends_a_pass_while_later_seeds_wait(
+    make_frontier: MakeFrontier, clock: ManualClock
+) -> None:
+    frontier = make_frontier()
+    frontier.push_many([seed("a"), seed("b")])
+    seen = []
+    with frontier.worker(prefetch=4, idle=5.0, poll=0.01) as worker:
+        for ready in worker:
+            seen.append(path_of(ready))
+            if seen == ["a"]:  # due in 2 s: within idle, the pass waits for it
+                worker.finish(Reschedule(ready.seed, clock() + 2.0)).result()
+                clock.advance(2.0)
+                worker.wake()
+            elif ready.seed.url.endswith("/b"):  # due in 60 s: after idle, the pass ends
+                worker.finish(Reschedule(ready.seed, clock() + 60.0)).result()
+            else:
+                worker.finish(Done(ready.seed)).result()
+    assert seen == ["a", "b", "a"]
+    stats = frontier.stats()
+    assert (stats.done, stats.scheduled, stats.in_flight) == (1, 1, 0)  # b waits for a later run
+    with pytest.raises(InvalidArgument, match="idle"):
+        frontier.worker(idle=-1)
 
 
 def test_close_gives_back_seeds_never_handed_out(make_frontier: MakeFrontier) -> None:

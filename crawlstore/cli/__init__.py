@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import CrawlstoreError
-from . import exchange, inspect, maintain, queues, run, urls
+from . import crawl, exchange, inspect, maintain, queues, run, urls
 
 __all__ = ["main"]
 
@@ -36,6 +36,8 @@ _VERBS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[t
     exchange.add_import,
     maintain.add_backup,
     maintain.add_reclaim,
+    crawl.add_crawl,
+    run.add_demo,
     run.add_bench,
     run.add_torture,
 ]
@@ -57,9 +59,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     top = parser()
-    if args[:1] in (["bench"], ["torture"]):  # they parse their own arguments
-        verb = args[0]
-        return run.bench(args[1:]) if verb == "bench" else run.torture(args[1:])
+    own = {"demo": run.demo, "bench": run.bench, "torture": run.torture}
+    if args and args[0] in own:  # they parse their own arguments
+        return own[args[0]](args[1:])
     try:
         parsed = top.parse_args(args)
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)

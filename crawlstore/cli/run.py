@@ -1,5 +1,6 @@
-"""Verbs that run something of their own: ``bench`` (the benchmark suite of a checkout) and
-``torture`` (the crash torture). Each parses its own arguments."""
+"""Verbs that run something of their own: ``demo`` (a crawl killed and resumed, checked),
+``bench`` (the benchmark suite of a checkout) and ``torture`` (the crash torture). Each parses
+its own arguments."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ import sys
 from pathlib import Path
 
 _CHECKOUT = Path(__file__).resolve().parent.parent.parent
+
+
+def add_demo(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    verbs.add_parser("demo", help="crawl a local site, SIGKILL the crawler, resume, revisit; "
+                     "checked", add_help=False)  # fmt: skip
 
 
 def add_bench(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,6 +42,20 @@ def bench(argv: list[str]) -> int:
     sys.argv = ["crawlstore bench", *argv]  # the suite reads its own arguments
     bench_main()
     return 0
+
+
+def demo(argv: list[str]) -> int:
+    try:
+        import httpx  # noqa: F401
+        import protego  # noqa: F401
+        import selectolax  # noqa: F401
+    except ImportError as exc:
+        print(f"crawlstore demo needs the crawl extra ({exc.name} is missing): "
+              "pip install 'crawlstore[crawl]'", file=sys.stderr)  # fmt: skip
+        return 2
+    from ..demo import main as demo_main
+
+    return demo_main(argv)
 
 
 def torture(argv: list[str]) -> int:

@@ -267,14 +267,16 @@ class Frontier(ABC):
         poll: float = 1.0,
         linger: float = 0.002,
         validators: Validators | None = None,
+        idle: float | None = None,
     ) -> Worker:
         """Group commit for threads: a ``Worker`` that leases seeds ahead (``prefetch`` at
         most held) and commits the units of many pages in flight together (each page's report,
-        links and validator one unit; ``validators``: where ``finish(validator=)`` writes)."""
+        links and validator one unit; ``validators``: where ``finish(validator=)`` writes;
+        ``idle``: end when the next seed is due later than that, nothing in flight)."""
         from .worker import Worker
 
         return Worker(self, prefetch=prefetch, group=group, lease_time=lease_time, poll=poll,
-                      linger=linger, validators=validators)  # fmt: skip
+                      linger=linger, validators=validators, idle=idle)  # fmt: skip
 
     def async_worker(
         self,
@@ -285,12 +287,14 @@ class Frontier(ABC):
         poll: float = 1.0,
         linger: float = 0.002,
         validators: Validators | None = None,
+        idle: float | None = None,
     ) -> AsyncWorker:
         """``worker()`` for asyncio: every write on the worker's thread, awaited by the loop."""
         from .worker import AsyncWorker
 
         return AsyncWorker(self, prefetch=prefetch, group=group, lease_time=lease_time,
-                           poll=poll, linger=linger, validators=validators)  # fmt: skip
+                           poll=poll, linger=linger, validators=validators,
+                           idle=idle)  # fmt: skip
 
     # -- the facade chain -----------------------------------------------------------------------
 
@@ -332,6 +336,7 @@ class Frontier(ABC):
         return self.retry_with(RetryPolicy(max_retries))
 
     def retry_with(self, policy: RetryPolicy) -> RetryFacade:
+        """``Retry`` reports scheduled again by ``policy`` (its retries, delays and jitter)."""
         from .facades import RetryFacade
 
         return RetryFacade(self, policy)

@@ -302,12 +302,15 @@ class RetryPolicy:
         object.__setattr__(self, "jitter", min(1.0, max(0.0, self.jitter)))
 
     def with_base_delay(self, seconds: float) -> RetryPolicy:
+        """The delay before the first retry (0.5 s by default)."""
         return replace(self, base_delay=seconds)
 
     def with_max_delay(self, seconds: float) -> RetryPolicy:
+        """The longest delay between two tries (30 s by default)."""
         return replace(self, max_delay=seconds)
 
     def with_multiplier(self, multiplier: float) -> RetryPolicy:
+        """How much each delay grows over the one before (2 by default)."""
         return replace(self, multiplier=multiplier)
 
     def with_jitter(self, fraction: float) -> RetryPolicy:
@@ -315,6 +318,7 @@ class RetryPolicy:
         return replace(self, jitter=fraction)
 
     def with_rng(self, rng: random.Random) -> RetryPolicy:
+        """The random source of the jitter (a seeded one makes delays repeatable)."""
         return replace(self, rng=rng)
 
     def delay(self, retry: int) -> float:

@@ -565,14 +565,17 @@ class InMemFrontier(CoreFrontier):
 
     @classmethod
     def fifo(cls, *, clock: Clock = system_clock) -> InMemFrontier:
+        """Breadth first: seeds in push order."""
         return cls("fifo", clock=clock)
 
     @classmethod
     def lifo(cls, *, clock: Clock = system_clock) -> InMemFrontier:
+        """Depth first: the last seed pushed pops first."""
         return cls("lifo", clock=clock)
 
     @classmethod
     def priority(cls, *, clock: Clock = system_clock) -> InMemFrontier:
+        """Highest priority first, ties in push order (the default)."""
         return cls("priority", clock=clock)
 
     @classmethod

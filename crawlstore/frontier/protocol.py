@@ -40,10 +40,15 @@ __all__ = [
 class Reason(str, enum.Enum):
     """Why a push was refused."""
 
+    #: The URL has a live entry (queued, in flight, scheduled), or a dedup facade saw it.
     DUPLICATE = "duplicate"
+    #: Deeper than ``max_depth``.
     TOO_DEEP = "too_deep"
+    #: A ``filter`` predicate said no.
     FILTERED = "filtered"
+    #: Outside the hosts of ``allow_hosts``.
     OUT_OF_SCOPE = "out_of_scope"
+    #: Under a URL prefix that ``avoid_traps`` blocked.
     TRAP = "trap"
 
 

@@ -41,6 +41,7 @@ class Snapshot:
         return len(self.queued) + len(self.in_flight) + len(self.scheduled) + len(self.revisits)
 
     def to_bytes(self) -> bytes:
+        """Versioned msgpack bytes; ``Snapshot.from_bytes`` reads them back."""
         return msgpack.packb(  # type: ignore[no-any-return]
             {
                 "v": _VERSION,

@@ -119,6 +119,8 @@ def url_shape(url: str) -> UrlShape:
 
 @dataclass(frozen=True)
 class BlockedPrefix:
+    """A prefix that crossed a budget: why, and what it counted before and refused since."""
+
     prefix: str
     reason: str
     urls: int  # distinct requests counted before it was blocked

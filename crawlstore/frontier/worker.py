@@ -165,7 +165,9 @@ class Worker:
     """Group commit over a frontier (``frontier.worker()``): thread-safe, and a context manager.
 
     - ``next()`` hands out a leased seed (``Ready``), or None once the crawl has nothing left
-      and nothing in flight; ``for ready in worker`` loops until then.
+      and nothing in flight; ``for ready in worker`` loops until then. With ``idle`` (seconds),
+      also once nothing is in flight and the next seed is due more than ``idle`` seconds
+      from now: one pass of a crawl that revisits, whose later seeds wait for the next run.
     - ``finish(report, links)`` queues the page's unit: the report and the push of its links;
       the future resolves to the links' admissions once the unit is committed.
     - ``submit(function)`` queues any unit (validators, facade state): ``function()`` runs in
@@ -191,6 +193,7 @@ class Worker:
         poll: float = 1.0,
         linger: float = 0.002,
         validators: Validators | None = None,
+        idle: float | None = None,
     ) -> None:
         check_limit(prefetch)
         check_limit(group)
@@ -200,6 +203,9 @@ class Worker:
             raise InvalidArgument(f"poll must be more than 0 seconds: {poll}")
         if not 0 <= linger <= 1:
             raise InvalidArgument(f"linger is 0 to 1 second: {linger}")
+        if idle is not None and not idle >= 0:
+            raise InvalidArgument(f"idle is None or at least 0 seconds: {idle}")
+        self.idle = idle
         self.frontier = frontier
         self.prefetch, self.group, self.poll, self.linger = prefetch, group, poll, linger
         self._lease_time = lease_time
@@ -396,6 +402,10 @@ class Worker:
             return 0
         return max(0, self.prefetch - len(self._ready) - len(self._held) + finishing)
 
+    def _over(self, wait: Wait) -> bool:
+        """Whether the next seed is due later than ``idle`` allows: this pass is over."""
+        return self.idle is not None and wait.until - self.frontier.clock() > self.idle
+
     def _work(self) -> bool:
         return bool(self._units) or self._want() > 0
 
@@ -434,9 +444,10 @@ class Worker:
                             outlook = frontier.pop()
                             if isinstance(outlook, Ready):
                                 got, outlook = [outlook], None
-                            elif not isinstance(outlook, Wait):  # Empty: unless in flight
-                                empty = frontier.stats().in_flight == 0
-                                outlook = "empty" if empty else Wait(frontier.clock() + self.poll)
+                            elif not isinstance(outlook, Wait) or self._over(outlook):
+                                # Empty, or idle: unless in flight
+                                quiet = frontier.stats().in_flight == 0
+                                outlook = "empty" if quiet else Wait(frontier.clock() + self.poll)
             except _Unfused:  # one of the pages fails: nothing was written; one unit at a time
                 fuse = False
                 continue
@@ -592,9 +603,11 @@ class AsyncWorker:
         return result
 
     def wake(self) -> None:
+        """Make the writer look at the frontier now (after a ``ManualClock`` moved, say)."""
         self._worker.wake()
 
     async def aclose(self) -> None:
+        """Commit the units queued and give back the seeds never handed out (``async with``)."""
         await asyncio.get_running_loop().run_in_executor(None, self._worker.close)
 
     async def __aenter__(self) -> AsyncWorker:

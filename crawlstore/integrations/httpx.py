@@ -3,32 +3,33 @@ means for the crawl, and ``report_response``, which reports it as one step.
 
 Needs ``httpx`` (``pip install 'crawlstore[httpx]'``).
 
-=========================================  ============  =====================================
-status                                     outcome       what ``report_response`` does
-=========================================  ============  =====================================
-304                                        UNCHANGED     ``Done(unchanged=True)``, validators kept
-301, 302, 303, 307, 308 with a Location    REDIRECT      ``Done``, and the target pushed
-the same without a usable Location         FAILED        ``Failed``
-408, 425, 429, 500, 502-504, 507, 509,     RETRY         ``Retry`` (after ``Retry-After`` when
-511, 520-599                                             given; a 429 or 503 with it pauses
-                                                         the host's queue until then)
-501, 505, 506, 508, 510, other 4xx         FAILED        ``Failed``: asking again cannot help
-anything else (2xx, 1xx, other 3xx)        DONE          ``Done``, validators recorded, links
-=========================================  ============  =====================================
+| status | outcome | what ``report_response`` does |
+|---|---|---|
+| 304 | UNCHANGED | ``Done(unchanged=True)``, validators kept |
+| 301, 302, 303, 307, 308 with a Location | REDIRECT | ``Done``, and the target pushed |
+| the same without a usable Location | FAILED | ``Failed`` |
+| 408, 425, 429, 500, 502-504, 507, 509, 511, 520-599 | RETRY | ``Retry`` (see below) |
+| 501, 505, 506, 508, 510, other 4xx | FAILED | ``Failed``: asking again cannot help |
+| anything else (2xx, 1xx, other 3xx) | DONE | ``Done``, validators recorded, links |
+
+``Retry`` waits the ``Retry-After`` delay when the response gives one; a 429 or 503 with it
+also pauses the host's queue until then.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidSeed
-from ..frontier.protocol import Done, Failed, Retry
+from ..frontier.protocol import Done, Failed, Report, Retry
 from ..revalidate import Revalidate
 from ..seed import Seed
 from ..url import parse_http_url
+from ..validators import Validator
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -40,8 +41,10 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_RETRY_AFTER",
     "Outcome",
+    "Plan",
     "build_request",
     "classify",
+    "plan_response",
     "redirect_target",
     "report_response",
     "retry_at",
@@ -62,11 +65,16 @@ MAX_RETRY_AFTER = 86400.0
 class Outcome(enum.Enum):
     """What a response means for the crawl."""
 
-    DONE = "done"  # 2xx (and other final answers): handle it, report Done
-    UNCHANGED = "unchanged"  # 304: nothing new, report Done(unchanged=True)
-    REDIRECT = "redirect"  # 301/302/303/307/308: push the target, report Done
-    RETRY = "retry"  # 408, 425, 429, 5xx but FINAL_5XX: report Retry
-    FAILED = "failed"  # other 4xx, FINAL_5XX, a redirect without a Location: report Failed
+    #: 2xx (and other final answers): handle it, report Done.
+    DONE = "done"
+    #: 304: nothing new, report Done(unchanged=True).
+    UNCHANGED = "unchanged"
+    #: 301/302/303/307/308: push the target, report Done.
+    REDIRECT = "redirect"
+    #: 408, 425, 429, 5xx but FINAL_5XX: report Retry.
+    RETRY = "retry"
+    #: Other 4xx, FINAL_5XX, a redirect without a Location: report Failed.
+    FAILED = "failed"
 
 
 def build_request(
@@ -81,6 +89,7 @@ def build_request(
 
 
 def classify(response: httpx.Response) -> Outcome:
+    """What ``response`` means for the crawl (see the module's table)."""
     status = response.status_code
     if status == 304:
         return Outcome.UNCHANGED
@@ -137,6 +146,57 @@ def retry_at(response: httpx.Response, now: float) -> float | None:
     return min(max(at, now), now + MAX_RETRY_AFTER)
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a response means for a seed, as the writes that report it: ``report``, the
+    ``links`` to push (a redirect's target, or the page's links), the time until which the
+    seed's queue pauses (``pause_until``; a 429 or 503 with ``Retry-After``) and the
+    ``validator`` to store (None: nothing to store)."""
+
+    outcome: Outcome
+    report: Report
+    links: tuple[Seed, ...] = ()
+    pause_until: float | None = None
+    validator: Validator | None = None
+
+
+def plan_response(
+    seed: Seed,
+    response: httpx.Response,
+    *,
+    now: float,
+    revalidate: Revalidate | None = None,
+    links: Iterable[Seed] = (),
+    content_hash: str | None = None,
+) -> Plan:
+    """The writes that report ``response`` for ``seed`` (see the module's table), without
+    making them: ``report_response`` makes them in one transaction; a group-commit worker
+    makes them as one unit (``pause_queue`` in a ``submit``, then ``finish(plan.report,
+    plan.links, validator=plan.validator)``). ``links`` (and ``content_hash``) count only
+    when the page is done."""
+    outcome = classify(response)
+    status = response.status_code
+    if outcome is Outcome.RETRY:
+        at = retry_at(response, now)
+        pause = at if at is not None and status in PAUSING else None
+        return Plan(outcome, Retry(seed, after=None if at is None else at - now), (), pause)
+    if outcome is Outcome.FAILED:
+        return Plan(outcome, Failed(seed, status=status))
+    if outcome is Outcome.REDIRECT:
+        target = redirect_target(seed, response)
+        if target is None:
+            return Plan(Outcome.FAILED, Failed(seed, reason="redirect without a usable Location",
+                                               status=status))  # fmt: skip
+        return Plan(outcome, Done(seed, status=status), (target,))
+    if revalidate is not None:
+        report, validator = revalidate.outcome(seed, status, response.headers,
+                                               content_hash=content_hash)  # fmt: skip
+        return Plan(outcome, report, tuple(links), None, validator)
+    unchanged = True if outcome is Outcome.UNCHANGED else None
+    report = Done(seed, unchanged=unchanged, content_hash=content_hash, status=status)
+    return Plan(outcome, report, tuple(links))
+
+
 def report_response(
     frontier: Frontier,
     seed: Seed,
@@ -152,30 +212,14 @@ def report_response(
     A ``Retry-After`` on a 429 or 503 also pauses the seed's queue until then, so other hosts
     go on (with per-host queues: on a storage with one queue only the seed waits). ``Retry``
     needs ``retry()`` on the frontier, or the seed fails."""
-    outcome = classify(response)
-    if outcome is Outcome.RETRY:
-        now = frontier.clock()
-        at = retry_at(response, now)
-        with frontier.transaction():
-            if at is not None and response.status_code in PAUSING:
-                frontier.pause_queue(seed, at)
-            frontier.report(Retry(seed, after=None if at is None else at - now))
-        return outcome
-    if outcome is Outcome.FAILED:
-        frontier.report(Failed(seed))
-        return outcome
     with frontier.transaction():
-        if outcome is Outcome.REDIRECT:
-            target = redirect_target(seed, response)
-            if target is None:
-                frontier.report(Failed(seed))
-                return Outcome.FAILED
-            frontier.report(Done(seed))
-            frontier.push(target)
-            return outcome
-        if revalidate is not None:
-            revalidate.done(frontier, seed, response.status_code, response.headers)
-        else:
-            frontier.report(Done(seed, unchanged=True if outcome is Outcome.UNCHANGED else None))
-        frontier.push_many(links)
-    return outcome
+        plan = plan_response(seed, response, now=frontier.clock(), revalidate=revalidate,
+                             links=links)  # fmt: skip
+        if plan.pause_until is not None:
+            frontier.pause_queue(seed, plan.pause_until)
+        frontier.report(plan.report)
+        if plan.validator is not None and revalidate is not None:
+            revalidate.validators.put(seed.fingerprint, plan.validator)
+        if plan.links:
+            frontier.push_many(plan.links)
+    return plan.outcome

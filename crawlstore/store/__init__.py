@@ -289,6 +289,7 @@ class Store:
             raise StoreError(f"{self.path}: the store is closed")
 
     def close(self) -> None:
+        """Close the store (the end of ``with``); its views raise ``StoreError`` afterwards."""
         if not self._closed:
             self._engine.release()
             self._closed = True

@@ -64,6 +64,7 @@ class StoreSeen:
         self._crawl = _Crawl(storage, crawl, clock)
 
     def insert(self, fp: bytes) -> bool:
+        """Record ``fp``; True when it was not seen before."""
         if not _is_fp(fp):
             raise TypeError(f"a fingerprint is 16 bytes: {fp!r}")
 
@@ -160,6 +161,7 @@ class StoreBloomSeen:
         return record
 
     def insert(self, fp: bytes) -> bool:
+        """Record ``fp``; True when it was not seen before (a false positive says False)."""
         return self.insert_many([fp]) == 1
 
     def insert_many(self, fps: Sequence[bytes]) -> int:

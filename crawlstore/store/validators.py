@@ -40,6 +40,7 @@ class StoreValidators:
         return self._storage.view(read)
 
     def get(self, fp: bytes) -> Validator | None:
+        """The validators stored for ``fp``, or None."""
         found = self._read(self._check(fp))
         if found is None:
             return None
@@ -77,6 +78,7 @@ class StoreValidators:
         self._storage.run_ctx(lambda ctx: self._change(ctx, fp, value))
 
     def delete(self, fp: bytes) -> None:
+        """Forget the validators of ``fp``."""
         self._check(fp)
         self._storage.run_ctx(lambda ctx: self._change(ctx, fp, None))
 
