@@ -74,3 +74,8 @@ class InvalidValidator(CrawlstoreError, ValueError):
 
 class InvalidInterval(CrawlstoreError, ValueError):
     """A revisit interval that is malformed, zero or negative."""
+
+
+class JobdirError(CrawlstoreError, ValueError):
+    """A Scrapy JOBDIR that cannot be imported as it is (a damaged queue, one left by an
+    unclean stop, a kind of queue this version does not read); the message names the file."""

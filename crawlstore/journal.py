@@ -105,6 +105,16 @@ class Journal:
     def enlist(self, participant: Participant) -> None:
         self.participants.append(participant)
 
+    def mark(self) -> int:
+        """A savepoint: ``undo_to(mark)`` takes back what was changed after it."""
+        return len(self.undos)
+
+    def undo_to(self, mark: int) -> None:
+        """Run the undos recorded since ``mark``, newest first (all of them, even when one
+        raises); the transaction goes on as it was at the mark."""
+        undos, self.undos = self.undos[mark:], self.undos[:mark]
+        _run_all(undos[::-1])
+
     def commit(self) -> None:
         """Commit the enlisted transactions, then run the commit hooks; when an enlisted one
         fails, roll back everything and raise its error."""

@@ -25,15 +25,16 @@ def clock() -> ManualClock:
 def make_frontier(
     request: pytest.FixtureRequest, clock: ManualClock, tmp_path: Path
 ) -> Iterator[MakeFrontier]:
-    """``make_frontier(order="fifo")`` builds an empty storage on the test's clock."""
+    """``make_frontier(order="fifo", **policy)`` builds an empty storage on the test's clock
+    (``policy``: ``queues``, ``delay``, ``max_in_flight``, ``lease_time``)."""
     if request.param == "memory":
-        yield lambda order="fifo": InMemFrontier(order, clock=clock)
+        yield lambda order="fifo", **policy: InMemFrontier(order, clock=clock, **policy)
         return
     store = Store.open(tmp_path / "frontier.lmdb", clock=clock, durability="nosync")
     crawls = itertools.count()
 
-    def make(order: str = "fifo") -> Frontier:
-        return store.frontier(order, crawl=f"crawl{next(crawls)}")
+    def make(order: str = "fifo", **policy: object) -> Frontier:
+        return store.frontier(order, crawl=f"crawl{next(crawls)}", **policy)  # type: ignore[arg-type]
 
     yield make
     store.close()

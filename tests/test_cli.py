@@ -92,7 +92,7 @@ def test_verify_ok_and_damaged(path: Path, tmp_path: Path) -> None:
 def test_canon(tmp_path: Path) -> None:
     out = cli("canon", "https://Example.com:443/a/../b?utm_source=x&b=2&a=1#f").stdout
     fp = Seed.get("https://example.com/b?a=1&b=2").fingerprint.hex()
-    assert out.split() == [fp, "https://example.com/b?a=1&b=2"]
+    assert out.splitlines()[0].split() == [fp, "https://example.com/b?a=1&b=2"]
     rows = json.loads(cli("canon", "https://a.example/", "nope", "--json", check=2).stdout)
     assert rows[0]["canonical"] == "https://a.example/" and "error" in rows[1]
     assert "cannot be parsed" in cli("canon", "nope", check=2).stderr
@@ -245,3 +245,19 @@ def test_urls_url_and_delete_crawl(path: Path) -> None:
     assert "has no crawl" in cli("delete-crawl", path, "other", check=3).stderr
     assert "9 URLs" in cli("delete-crawl", path, "default").stdout
     assert json.loads(cli("stats", path, "--json").stdout)["crawls"] == {}
+
+
+def test_export_draws_a_progress_bar_on_a_terminal_only(path: Path, tmp_path: Path) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    out = tmp_path / "x.jsonl"
+    done = subprocess.run([*COMMAND, "export", str(path), "-o", str(out)], stderr=follower,
+                          timeout=60)  # fmt: skip
+    os.close(follower)
+    drawn = os.read(leader, 65536).decode(errors="replace")
+    os.close(leader)
+    assert done.returncode == 0 and "export default" in drawn
+    plain = cli("export", path, "-o", tmp_path / "y.jsonl")
+    assert plain.stderr == ""  # no terminal: no bar
+    assert out.read_text() == (tmp_path / "y.jsonl").read_text()

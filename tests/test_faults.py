@@ -256,6 +256,10 @@ def test_a_read_only_file_system(tiny_disk: Path) -> None:
         Store.open(tiny_disk / "new.lmdb")
     with Store.open(path, readonly=True) as store:  # inspecting still works
         assert len(store.frontier()) == 1
+    stats = subprocess.run([sys.executable, "-m", "crawlstore", "stats", str(path), "--json"],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert stats.returncode == 0, stats.stderr  # and so does the command line
+    assert '"queued": 1' in stats.stdout
 
 
 PERMISSIONS = """

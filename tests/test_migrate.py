@@ -66,13 +66,14 @@ def test_a_writable_open_migrates_and_keeps_the_old_file(old: Path) -> None:
 
 
 def test_the_migrate_command(old: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "crawlstore.store.migrate", str(old)],
+    done = subprocess.run([sys.executable, "-m", "crawlstore", "migrate", str(old)],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "migrated" in done.stdout and old.with_name("old.lmdb.v1").exists()
-    again = subprocess.run([sys.executable, "-m", "crawlstore.store.migrate", str(old)],
+    again = subprocess.run([sys.executable, "-m", "crawlstore", "migrate", str(old)],
                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert again.returncode == 1 and "exists" in again.stderr  # never over the kept file
+    assert again.returncode == 3 and "exists" in again.stderr  # never over the kept file
+    assert again.stderr.startswith("crawlstore migrate: ") and "Traceback" not in again.stderr
 
 
 HOLD = """

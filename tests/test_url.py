@@ -250,3 +250,87 @@ def test_seed_get_reads_the_canonical_form_off_href_as_the_general_path_builds_i
     assert href == parsed.href
     assert fp == u.fingerprint_canonical("GET", u._canonical(parsed), b"")
     assert Seed.get(url) == Seed("GET", url)
+
+
+# -- explain: which rule changed which part --------------------------------------------------
+
+
+def _check_steps(url: str) -> list[str]:
+    """Every step of ``explain(url)`` is real: it changes its part, and only that part, of
+    the URL before it; applied in turn, they end at the canonical form. Its rules."""
+    from crawlstore.url import _split, explain
+
+    explained = explain(url)
+    assert explained.canonical == canonicalize(url)
+    current = url
+    for step in explained.steps:
+        assert step.before != step.after, step
+        if step.part == "url":  # the parser read a form it alone reads: one step
+            assert (step.before, step.after) == (current, step.url)
+        else:
+            before, after = _split(current, False), _split(step.url, False)
+            assert before is not None and after is not None, (current, step)
+            assert before[step.part] == step.before, (current, step)
+            assert after == {**before, step.part: step.after}, (current, step)
+        current = step.url
+    assert current == explained.canonical
+    assert explain(explained.canonical).steps == ()  # a canonical URL: nothing to explain
+    return [step.rule for step in explained.steps]
+
+
+@pytest.mark.parametrize(("url", "expected"), GOLDEN)
+def test_explain_steps_reproduce_the_canonical_form(url: str, expected: str) -> None:
+    rules = _check_steps(url)
+    assert bool(rules) == (url != expected)
+
+
+def test_explain_names_the_rules() -> None:
+    rules = _check_steps("HTTPS://Example.COM:443/a/./b/../c/%7e?utm_source=x&b=2&a=1#top")
+    assert rules == [
+        "scheme lower-cased",
+        "host lower-cased",
+        "default port removed",
+        "dot segments resolved",
+        "percent-encoding normalised (escapes upper-cased, unreserved ones decoded)",
+        "tracking parameter utm_source removed",
+        "query parameters sorted",
+        "fragment dropped",
+    ]
+    assert _check_steps("https://münchen.de") == ["host IDNA (punycode)", "empty path made /"]
+    assert _check_steps(" https://example.com\\a\tb ")[0].startswith("parsed by the URL standard")
+    with pytest.raises(InvalidSeed):
+        _check_steps("ftp://example.com/")
+
+
+_SCHEMES = st.sampled_from(["http", "https", "HTTP", "Https"])
+_HOSTS = st.sampled_from(["example.com", "Example.COM", "münchen.de", "127.000.0.1",
+                          "[2001:DB8::1]", "a.b.example", "xn--mnchen-3ya.de"])  # fmt: skip
+_PORTS = st.sampled_from(["", ":80", ":443", ":8080", ":0443", ":"])
+_SEGMENTS = st.lists(st.sampled_from(["a", "B", ".", "..", "%2e", "%7e", "%2f", "c d", "é", ""]),
+                     max_size=5)  # fmt: skip
+_PARAMS = st.lists(st.sampled_from(["a=1", "b=2", "a=0", "utm_source=x", "GCLID=3", "", "k",
+                                    "q=a+b", "q=a%20b", "z=%ff", "é=1", "x=%7E"]),
+                   max_size=5)  # fmt: skip
+
+
+@given(_SCHEMES, st.sampled_from(["", "user@", "user:pw@"]), _HOSTS, _PORTS, _SEGMENTS,
+       st.none() | _PARAMS, st.none() | st.sampled_from(["", "top", "a?b"]))  # fmt: skip
+def test_explain_holds_for_generated_urls(
+    scheme: str,
+    userinfo: str,
+    host: str,
+    port: str,
+    segments: list[str],
+    params: list[str] | None,
+    fragment: str | None,
+) -> None:
+    url = f"{scheme}://{userinfo}{host}{port}" + "".join("/" + s for s in segments)
+    if params is not None:
+        url += "?" + "&".join(params)
+    if fragment is not None:
+        url += "#" + fragment
+    try:
+        canonicalize(url)
+    except InvalidSeed:
+        return
+    _check_steps(url)

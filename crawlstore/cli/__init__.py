@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import CrawlstoreError
-from . import crawl, exchange, inspect, maintain, run, urls
+from . import crawl, exchange, inspect, maintain, queues, run, urls
 
 __all__ = ["main"]
 
@@ -24,6 +24,10 @@ _VERBS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[t
     inspect.add_stats,
     inspect.add_verify,
     inspect.add_canon,
+    queues.add_peek,
+    queues.add_queues,
+    queues.add_queue,
+    queues.add_delete_queue,
     urls.add_urls,
     urls.add_url,
     urls.add_delete_crawl,
@@ -32,6 +36,7 @@ _VERBS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[t
     exchange.add_import,
     maintain.add_backup,
     maintain.add_reclaim,
+    maintain.add_migrate,
     crawl.add_crawl,
     run.add_demo,
     run.add_bench,
@@ -67,12 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     except CrawlstoreError as exc:
         print(f"crawlstore {parsed.verb}: {exc}", file=sys.stderr)
         return STORE
+    except BrokenPipeError:  # the reader went away (``| head``): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return OK
     except OSError as exc:
         print(f"crawlstore {parsed.verb}: {exc}", file=sys.stderr)
         return STORE
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # the reader went away (``| head``): nothing more to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return OK
     return code

@@ -9,11 +9,13 @@ import base64
 import gzip
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, cast
 
 from ..seed import Seed
 from ..store import Store
+from . import jobdir
+from .bar import progress
 
 #: Pushed a transaction by ``seed``, records a transaction by ``import`` (the store's own).
 _BATCH = 1000
@@ -68,9 +70,12 @@ def export(args: argparse.Namespace) -> int:
             print(f"crawlstore export: {args.path} has no crawl {args.crawl!r}", file=sys.stderr)
             return 3
         out = _open(args.output, "wt")
+        total = store.frontier(crawl=args.crawl).count()
         try:
-            for record in store.export(crawl=args.crawl):
-                out.write(json.dumps(_encode(record), separators=(",", ":")) + "\n")
+            with progress(f"export {args.crawl}", total) as advance:
+                for record in store.export(crawl=args.crawl):
+                    out.write(json.dumps(_encode(record), separators=(",", ":")) + "\n")
+                    advance(record.get("type") == "url")
         finally:
             if out is not sys.stdout:
                 out.close()
@@ -83,15 +88,28 @@ def add_import(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p = verbs.add_parser("import", help="load an export into a crawl that holds nothing yet",
                          description="Load JSON lines written by 'crawlstore export' "
                          "into a crawl (the export's name, or --crawl) that holds nothing "
-                         "yet.")  # fmt: skip
+                         "yet; or, with --from-jobdir, what a stopped Scrapy job would "
+                         "resume.")  # fmt: skip
     p.add_argument("path", help="the store file (created if missing)")
-    p.add_argument("dump", help="the export (.gz: gzip), or - for stdin")
-    p.add_argument("--crawl", help="load into this crawl (default: the export's name)")
+    p.add_argument("dump", nargs="?", help="the export (.gz: gzip), or - for stdin")
+    p.add_argument("--crawl", help="load into this crawl (default: the export's name, or "
+                   "'default' for a JOBDIR)")  # fmt: skip
+    p.add_argument("--from-jobdir", metavar="DIR", help="instead of an export, what a stopped "
+                   "Scrapy job would resume (needs crawlstore[scrapy])")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="output as JSON (with --from-jobdir)")
     p.set_defaults(handler=load)
 
 
 def _records(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
+    with progress(f"import {source}") as advance:
+        yield from _parsed(lines, source, advance)
+
+
+def _parsed(
+    lines: Iterable[str], source: str, advance: Callable[[int], None]
+) -> Iterator[dict[str, Any]]:
     for number, line in enumerate(lines, 1):
+        advance(1)
         if not line.strip():
             continue
         try:
@@ -104,6 +122,15 @@ def _records(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
 
 
 def load(args: argparse.Namespace) -> int:
+    if (args.dump is None) == (args.from_jobdir is None):
+        print("crawlstore import: give an export or --from-jobdir DIR (one of the two)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.from_jobdir is not None:
+        return jobdir.load_jobdir(args)
+    if args.json:
+        print("crawlstore import: --json goes with --from-jobdir", file=sys.stderr)
+        return 2
     source = _open(args.dump, "rt")
     try:
         with Store.open(args.path) as store:

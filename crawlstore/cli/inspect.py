@@ -1,17 +1,22 @@
-"""Verbs that read: ``stats``, ``verify``, ``canon``. ``stats`` opens the store read-only, so it
-works while a crawl writes to it."""
+"""Verbs that read: ``stats`` (and ``stats --watch``, a live view), ``verify``, ``canon``.
+``stats`` opens the store read-only, so it works while a crawl writes to it."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import sys
+import time
 from dataclasses import asdict
 from typing import Any
 
+from ..frontier.protocol import Stats
 from ..store import Store, verify
-from ..url import canonicalize, fingerprint
+from ..url import explain, fingerprint
+from .queues import queue_line, queue_row
 
 
 def _json(value: Any) -> None:
@@ -36,11 +41,46 @@ def add_stats(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--queues", action="store_true", help="each queue's counts too")
     p.add_argument("--after", metavar="KEY", help="queues after this key (paging)")
     p.add_argument("--limit", type=int, default=100, help="queues a page (100)")
-    p.add_argument("--json", action="store_true", help="output as JSON")
+    p.add_argument("--json", action="store_true", help="output as JSON (lines, with --watch)")
+    watch = p.add_argument_group("a live view of a running crawl")
+    watch.add_argument("--watch", action="store_true",
+                       help="refresh every --interval seconds until Ctrl-C: pages done a second "
+                       "over the last interval, done, queued, in flight, scheduled, errors "
+                       "(failed + retried); a live table with rich on a terminal, else a line "
+                       "an interval")  # fmt: skip
+    watch.add_argument(
+        "--interval", type=_interval, default=1.0, metavar="S", help="seconds between refreshes (1)"
+    )
+    watch.add_argument("--count", type=_refreshes, metavar="K", help="stop after K refreshes")
     p.set_defaults(handler=stats)
 
 
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"more than 0 seconds: {text!r}")
+    return value
+
+
+def _refreshes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"1 or more: {text!r}")
+    return value
+
+
 def stats(args: argparse.Namespace) -> int:
+    if args.watch:
+        return watch(args)
+    if args.count is not None:
+        print("crawlstore stats: --count goes with --watch", file=sys.stderr)
+        return 2
     with Store.open(args.path, readonly=True) as store:
         crawls = store.crawls()
         names = [args.crawl] if args.crawl else crawls
@@ -54,9 +94,14 @@ def stats(args: argparse.Namespace) -> int:
             frontier = store.frontier(crawl=name)
             crawl: dict[str, Any] = {"stats": asdict(frontier.stats())}
             if args.queues:
-                queues = frontier.queues(after=args.after, limit=args.limit)
-                crawl["queues"] = [asdict(q) for q in queues]
+                page = frontier.queues(after=args.after, limit=args.limit)
+                crawl["queues"] = page
             out["crawls"][name] = crawl
+        now = store.clock()
+    for crawl in out["crawls"].values():
+        infos = crawl.get("queues")
+        if infos is not None and args.json:
+            crawl["queues"] = [queue_row(q) for q in infos]
     if args.json:
         _json(out)
         return 0
@@ -70,8 +115,86 @@ def stats(args: argparse.Namespace) -> int:
               f"failed {s['failed']:,}, retried {s['retried']:,}, skipped {s['skipped']:,}; "
               f"refused: {refused}")  # fmt: skip
         for q in crawl.get("queues", []):
-            print(f"  {q['key'] or '(the one queue)'}: queued {q['queued']:,}, in flight "
-                  f"{q['in_flight']:,}, scheduled {q['scheduled']:,}")  # fmt: skip
+            print("  " + queue_line(q, now))
+    return 0
+
+
+def _watched(store: Store, only: str | None) -> dict[str, Stats]:
+    """Each watched crawl's stats, read now (every crawl, as the store holds them now)."""
+    names = [only] if only else store.crawls()
+    return {name: store.frontier(crawl=name).stats() for name in names}
+
+
+def _watch_rows(before: dict[str, Stats], after: dict[str, Stats], seconds: float,
+                at: float) -> list[dict[str, Any]]:  # fmt: skip
+    rows = []
+    for name, s in after.items():
+        done_before = before[name].done if name in before else s.done
+        rows.append({"time": at, "crawl": name, "rate": (s.done - done_before) / seconds,
+                     "done": s.done, "queued": s.queued, "in_flight": s.in_flight,
+                     "scheduled": s.scheduled, "errors": s.failed + s.retried})  # fmt: skip
+    return rows
+
+
+def _watch_line(row: dict[str, Any]) -> str:
+    clock = time.strftime("%H:%M:%S", time.localtime(row["time"]))
+    return (f"{clock} crawl {row['crawl']}: {row['rate']:,.1f} pages/s, done {row['done']:,}, "
+            f"queued {row['queued']:,}, in flight {row['in_flight']:,}, scheduled "
+            f"{row['scheduled']:,}, errors {row['errors']:,}")  # fmt: skip
+
+
+def _watch_table(rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=time.strftime("%H:%M:%S"), title_justify="left")
+    table.add_column("crawl")
+    for column in ("pages/s", "done", "queued", "in flight", "scheduled", "errors"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        table.add_row(r["crawl"], f"{r['rate']:,.1f}", f"{r['done']:,}", f"{r['queued']:,}",
+                      f"{r['in_flight']:,}", f"{r['scheduled']:,}", f"{r['errors']:,}")  # fmt: skip
+    return table
+
+
+def _rich_live() -> Any:
+    """A rich ``Live`` for a terminal, or None (no terminal, or rich not installed: the
+    ``cli`` extra brings it)."""
+    if not sys.stdout.isatty():
+        return None
+    try:
+        from rich.console import Console
+        from rich.live import Live
+    except ImportError:
+        return None
+    return Live(console=Console(file=sys.stdout), auto_refresh=False)
+
+
+def watch(args: argparse.Namespace) -> int:
+    """``stats --watch``: every ``--interval`` seconds, what changed since the last refresh;
+    Ctrl-C (or ``--count`` refreshes) ends it, as done (exit 0)."""
+    with Store.open(args.path, readonly=True) as store:
+        if args.crawl and args.crawl not in store.crawls():
+            print(f"crawlstore stats: {args.path} has no crawl {args.crawl!r}", file=sys.stderr)
+            return 3
+        live = None if args.json else _rich_live()
+        try:
+            with live if live is not None else contextlib.nullcontext():
+                before, then = _watched(store, args.crawl), time.monotonic()
+                refreshes = 0
+                while args.count is None or refreshes < args.count:
+                    time.sleep(args.interval)
+                    after, now = _watched(store, args.crawl), time.monotonic()
+                    rows = _watch_rows(before, after, max(now - then, 1e-9), time.time())
+                    before, then = after, now
+                    refreshes += 1
+                    if live is not None:
+                        live.update(_watch_table(rows), refresh=True)
+                        continue
+                    for row in rows:
+                        print(json.dumps(row, sort_keys=True) if args.json else _watch_line(row))
+                    sys.stdout.flush()
+        except KeyboardInterrupt:
+            pass  # how a watch ends
     return 0
 
 
@@ -107,29 +230,49 @@ def verify_file(args: argparse.Namespace) -> int:
 
 
 def add_canon(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = verbs.add_parser("canon", help="the canonical form and fingerprint of URLs",
-                         description="The canonical form of each URL (what dedup compares) and "
-                         "the fingerprint of a GET of it.")  # fmt: skip
+    p = verbs.add_parser("canon", help="the canonical form and fingerprint of URLs, and why",
+                         description="The canonical form of each URL (what dedup compares), "
+                         "the fingerprint of a GET of it, and each rule that changed a part of "
+                         "it on the way (none for a URL that is canonical already).")  # fmt: skip
     p.add_argument("urls", nargs="+", metavar="URL")
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="only the fingerprint and canonical form, one line a URL",
+    )
     p.add_argument("--json", action="store_true", help="output as JSON")
     p.set_defaults(handler=canon)
+
+
+def _shown(value: str | None) -> str:
+    return "(none)" if value is None else repr(value)
 
 
 def canon(args: argparse.Namespace) -> int:
     out, failed = [], False
     for url in args.urls:
         try:
-            out.append({"url": url, "canonical": canonicalize(url),
-                        "fingerprint": fingerprint("GET", url).hex()})  # fmt: skip
+            explained = explain(url)
         except ValueError as exc:
             failed = True
             out.append({"url": url, "error": str(exc)})
             if not args.json:
                 print(f"crawlstore canon: {exc}", file=sys.stderr)
+            continue
+        out.append({"url": url, "canonical": explained.canonical,
+                    "fingerprint": fingerprint("GET", url).hex(),
+                    "steps": [asdict(step) for step in explained.steps]})  # fmt: skip
     if args.json:
         _json(out)
     else:
         for row in out:
-            if "error" not in row:
-                print(f"{row['fingerprint']}  {row['canonical']}")
+            if "error" in row:
+                continue
+            print(f"{row['fingerprint']}  {row['canonical']}")
+            if args.quiet:
+                continue
+            for step in row["steps"]:
+                print(f"  {step['rule']}: {step['part']} {_shown(step['before'])} -> "
+                      f"{_shown(step['after'])}")  # fmt: skip
     return 2 if failed else 0

@@ -1,4 +1,4 @@
-"""Verbs that change or copy a store: ``backup``, ``reclaim``."""
+"""Verbs that change or copy a store: ``backup``, ``reclaim``, ``migrate``."""
 
 from __future__ import annotations
 
@@ -51,4 +51,23 @@ def reclaim(args: argparse.Namespace) -> int:
     else:
         for name, n in counts.items():
             print(f"crawl {name}: {n} seed{'s' * (n != 1)} queued again")
+    return 0
+
+
+def add_migrate(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = verbs.add_parser(
+        "migrate",
+        help="rewrite a file of an older format in the current one",
+        description="Rewrite a store of an older format in the current one, keeping the old "
+        "file beside it (PATH.v1 ...). A writable open does the same by itself.",
+    )
+    p.add_argument("path", help="the store file")
+    p.set_defaults(handler=migrate)
+
+
+def migrate(args: argparse.Namespace) -> int:
+    from ..store.migrate import migrate as rewrite
+
+    kept = rewrite(args.path)
+    print(f"{args.path}: migrated; the old file is kept as {kept}")
     return 0

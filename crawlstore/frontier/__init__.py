@@ -33,6 +33,7 @@ from .protocol import (
     Retry,
     Skipped,
     Stats,
+    Upcoming,
     URLStatus,
     Wait,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "Stats",
     "TagBackoff",
     "URLStatus",
+    "Upcoming",
     "Wait",
     "Worker",
     "anext_seed",

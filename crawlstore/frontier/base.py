@@ -19,6 +19,7 @@ from .protocol import (
     Ready,
     Report,
     Stats,
+    Upcoming,
     URLStatus,
     check_report,
     check_seeds,
@@ -143,6 +144,12 @@ class Frontier(ABC):
     def stats(self) -> Stats:
         """Counters and gauges."""
         return self.core.stats()
+
+    def peek(self, n: int = 10, *, queue: str | None = None) -> list[Upcoming]:
+        """The next ``n`` seeds pop will hand out, without handing any out (the core's order:
+        a facade that takes a seed back at pop, ``tag_backoff``, is not applied): the ready
+        ones first, in pop's order, then the later ones, each with its time and why."""
+        return self.core.peek(n, queue=queue)
 
     def snapshot(self) -> Snapshot:
         """Every seed held: queued, in flight, and scheduled (retries, pauses, revisits)."""

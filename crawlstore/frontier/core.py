@@ -48,6 +48,7 @@ from .protocol import (
     Reschedule,
     Skipped,
     Stats,
+    Upcoming,
     Wait,
     check_limit,
     check_reason,
@@ -505,6 +506,16 @@ class CoreFrontier(Frontier):
         if at is None:
             return Empty  # what is left waits in queues that reached their limit: never due
         return Wait(max(at, now))
+
+    def peek(self, n: int = 10, *, queue: str | None = None) -> list[Upcoming]:
+        """The next ``n`` seeds pop will hand out (of the queue ``queue`` only, as
+        ``pop_many(1, queue=queue)`` does), without handing any out: a dry run of pop in one
+        read, which changes nothing. The ones ready now come first, in pop's order, then the
+        ones that come later (with the time pop first hands each out and why), then those that
+        only a report frees; see ``frontier/peek.py``."""
+        from .peek import peek
+
+        return peek(self, n, queue)
 
     def next_revisit(self) -> float | None:
         """While revisits are scheduled, when something of the crawl may next happen (a lower

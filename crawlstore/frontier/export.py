@@ -18,6 +18,7 @@ Records (dicts, msgpack-able), in this order:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable, Iterable, Iterator
@@ -34,7 +35,14 @@ from .spi import CrawlRecord, QueueRecord, UrlRecord
 if TYPE_CHECKING:
     from .core import CoreFrontier
 
-__all__ = ["EXPORT_VERSION", "export_frontier", "in_reader", "load_frontier", "with_end"]
+__all__ = [
+    "EXPORT_VERSION",
+    "export_frontier",
+    "filling",
+    "in_reader",
+    "load_frontier",
+    "with_end",
+]
 
 _T = TypeVar("_T")
 
@@ -147,6 +155,23 @@ def load_frontier(
         raise InvalidSnapshot(f"an export's crawl record is malformed: {exc!r}") from None
 
     settled = header.get("settled", True) is not False
+
+    def setup(crawl: CrawlRecord) -> None:
+        crawl.policy, crawl.created, crawl.settled = policy, created, settled
+        storage.add_totals(crawl, totals)
+
+    with filling(core, setup) as crawl:
+        _load_records(core, crawl, stream, other)
+
+
+@contextlib.contextmanager
+def filling(
+    core: CoreFrontier, setup: Callable[[CrawlRecord], None] | None = None
+) -> Iterator[CrawlRecord]:
+    """The core's crawl, created (with the view's policy) for the block to fill; it must hold
+    nothing yet (``InvalidArgument``). ``setup`` changes the new crawl record in the same
+    write. When the block raises, the crawl is as it was: a fill that fails leaves no trace."""
+    storage = core.storage
     before: list[CrawlRecord | None] = []
 
     def begin() -> CrawlRecord:
@@ -155,17 +180,17 @@ def load_frontier(
             raise InvalidArgument(f"crawl {core.name!r} is not empty: load into a new crawl")
         before.append(None if existing is None else
                       CrawlRecord(existing.name, existing.policy, existing.created))  # fmt: skip
-        crawl = existing or CrawlRecord(core.name, policy, created)
-        crawl.policy, crawl.created, crawl.settled = policy, created, settled
-        storage.save_crawl(crawl)
-        storage.add_totals(crawl, totals)
+        crawl = core._crawl_for_write()
+        if setup is not None:
+            setup(crawl)
+            storage.save_crawl(crawl)
         return crawl
 
     crawl = storage.run(begin)
     try:
-        _load_records(core, crawl, stream, other)
+        yield crawl
     except BaseException:
-        core.delete_crawl()  # it held nothing before: a load that fails leaves no trace
+        core.delete_crawl()  # it held nothing before
         old = before[0]
         if old is not None:  # an empty crawl (a new InMemFrontier's) is as it was
             storage.run(lambda: storage.save_crawl(old))

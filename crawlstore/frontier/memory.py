@@ -117,6 +117,18 @@ class MemoryStorage:
         with self._lock:
             return operation()
 
+    def scratch(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` as a write unit, then undo everything it changed (in the caller's
+        transaction, if one is open: back to where it stood)."""
+        with self.write():
+            txn = self._journal
+            assert txn is not None
+            mark = txn.mark()
+            try:
+                return operation()
+            finally:
+                txn.undo_to(mark)
+
     def _undo(self, undo: Any) -> None:
         txn = self._journal
         if txn is not None:
@@ -356,13 +368,18 @@ class MemoryStorage:
     def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
         data: _Crawl = crawl.ref
         heap = data.expiries.get(queue.key, [])
-        while heap:
-            expires, token = heap[0]
-            lease = data.leases.get(token)
-            if lease is not None and lease.expires == expires:
-                return expires
-            heapq.heappop(heap)  # ended or extended: never needed again (undo re-adds it)
-        return None
+        dropped = []
+        try:
+            while heap:
+                expires, token = heap[0]
+                lease = data.leases.get(token)
+                if lease is not None and lease.expires == expires:
+                    return expires
+                dropped.append(heapq.heappop(heap))  # ended or extended: not needed now
+            return None
+        finally:
+            if dropped:  # the unit may roll back, and bring back the lease it ended
+                self._undo(lambda: _push_all(heap, dropped))
 
     def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
         for token in list(crawl.ref.leases):

@@ -13,6 +13,7 @@ from ..seed import Lease, Seed, Tag
 from ..url import Fingerprint
 
 __all__ = [
+    "PEEK_REASONS",
     "Admission",
     "Backoff",
     "Cancelled",
@@ -31,6 +32,7 @@ __all__ = [
     "Skipped",
     "Stats",
     "URLStatus",
+    "Upcoming",
     "Wait",
 ]
 
@@ -333,3 +335,30 @@ class QueueInfo:
     limit: int | None = None
     created: float = 0.0
     counts: Mapping[str, int] = field(default_factory=dict)
+
+
+#: Why a seed of ``peek`` comes when it does: handed out now, in this order ("ready"); later,
+#: when its queue's delay since its previous pop ends ("delay"), its queue's block ends
+#: ("blocked"), the seed before it in its queue is done ("held"), its schedule falls due
+#: ("retry", "pause", "revisit"), or once its lease, whose holder is gone, is reclaimed
+#: ("lease"); or, with no time, once a seed in flight now is reported: its queue is at its
+#: in-flight cap ("held") or its limit ("limit").
+PEEK_REASONS = ("ready", "delay", "blocked", "retry", "pause", "revisit", "lease", "held",
+                "limit")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Upcoming:
+    """A seed ``peek`` says pop will hand out: the seed (without a lease), its queue, when
+    (``at``: now for the ready ones; None when only a report of a seed in flight frees its
+    queue) and why then (one of ``PEEK_REASONS``)."""
+
+    seed: Seed
+    queue: str
+    at: float | None
+    why: str
+
+    @property
+    def ready(self) -> bool:
+        """Whether pop hands it out now (the ready ones come first, in pop order)."""
+        return self.why == "ready"

@@ -220,8 +220,9 @@ class Reader(Protocol):
 
 
 class Storage(Protocol):
-    """What the core needs of a storage. Every method but ``run``, ``view`` and
-    ``transaction`` is called inside one of them; the ones that change data inside ``run``."""
+    """What the core needs of a storage. Every method but ``run``, ``view``,
+    ``scratch`` and ``transaction`` is called inside one of them; the ones that change data
+    inside ``run`` (or ``scratch``)."""
 
     capabilities: Capabilities
 
@@ -238,6 +239,12 @@ class Storage(Protocol):
 
     def reader(self) -> Reader:
         """Reads across calls, for an export: one snapshot where the storage can keep one."""
+
+    def scratch(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` as a write unit over one consistent read (the caller's open
+        transaction, if any) whose writes are all thrown away when it returns or raises: it
+        changes nothing, nobody else ever sees what it wrote, and it needs no write access.
+        The core's dry runs (``peek``) use it."""
 
     # -- crawls ---------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from ..frontier.policy import Defaults
 from ..frontier.protocol import _UNSET, QueueInfo, check_time
 from .backup import copy_compacted
 from .engine import DATABASES, FORMAT_VERSION, Durability, Engine
-from .exchange import export_store, load_store
+from .exchange import export_store, load_store, new_crawl
 from .frontier import StoreFrontier
 from .seen import StoreBloomSeen, StoreSeen
 from .storage import LmdbStorage
@@ -155,6 +155,15 @@ class Store:
         if crawl is not None:
             self._check_name(crawl)
         return load_store(self._storage, lambda name: self.frontier(crawl=name), records, crawl)
+
+    def new_crawl(self, name: str) -> contextlib.AbstractContextManager[StoreFrontier]:
+        """Fill a crawl that holds nothing yet from another source (``load`` for anything but
+        an export): the block gets the crawl's frontier and writes its seeds, seen set and
+        facade state, as many transactions as it likes. A crawl that holds something raises
+        ``InvalidArgument``; when the block raises, the crawl is removed again, so a fill that
+        fails leaves no trace."""
+        self._check_open()
+        return new_crawl(self._storage, self.frontier(crawl=self._check_name(name)))
 
     def defaults(self) -> Defaults:
         """The store-wide policy every crawl inherits where it sets no value of its own."""

@@ -3,13 +3,14 @@ validators, then an end record that counts what came before; and loading one bac
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import lmdb
 
 from ..errors import InvalidArgument, InvalidSnapshot
-from ..frontier.export import export_frontier, in_reader, with_end
+from ..frontier.export import export_frontier, filling, in_reader, with_end
 from . import keys
 from .codec import pack, scan, unpack
 from .context import WriteContext
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from .frontier import StoreFrontier
     from .storage import LmdbStorage
 
-__all__ = ["export_store", "load_store"]
+__all__ = ["export_store", "load_store", "new_crawl"]
 
 #: Fingerprints a seen record carries.
 _SEEN_BATCH = 4096
@@ -83,15 +84,7 @@ def load_store(
     if not isinstance(name, str):
         raise InvalidSnapshot(f"an export names its crawl: {name!r}")
 
-    def exists() -> bool:
-        prefix = storage.crawl_key(name)
-        return prefix is not None and (
-            any(storage.totals_of(prefix).values())
-            or storage.get("bloom", prefix + b"\x00") is not None
-        )
-
-    if storage.view(exists):  # its seen set, validators or frontier hold something
-        raise InvalidArgument(f"crawl {name!r} is not empty: load into a new crawl")
+    _check_empty(storage, name)
     frontier = frontier_of(name)
     pending: list[dict[str, Any]] = []
 
@@ -118,6 +111,29 @@ def load_store(
 
     frontier.load(stream_then_flush(), other)
     return name
+
+
+def _check_empty(storage: LmdbStorage, name: str) -> None:
+    """``InvalidArgument`` when the crawl's frontier, seen set or validators hold something."""
+
+    def holds() -> bool:
+        prefix = storage.crawl_key(name)
+        return prefix is not None and (
+            any(storage.totals_of(prefix).values())
+            or storage.get("bloom", prefix + b"\x00") is not None
+        )
+
+    if storage.view(holds):
+        raise InvalidArgument(f"crawl {name!r} is not empty: load into a new crawl")
+
+
+@contextlib.contextmanager
+def new_crawl(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[StoreFrontier]:
+    """The frontier of a crawl that holds nothing yet, for the block to fill; when the block
+    raises, the crawl is removed again, with whatever it wrote to the seen set."""
+    _check_empty(storage, frontier.core.name)
+    with filling(frontier.core):
+        yield frontier
 
 
 def _prefix(storage: LmdbStorage, name: str) -> bytes:

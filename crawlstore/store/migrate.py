@@ -18,7 +18,6 @@ import contextlib
 import json
 import math
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,21 +191,3 @@ def _export_v1(txn: lmdb.Transaction, dbs: dict[str, Any], name: str) -> Iterato
         etag, last_modified, stored_at = unpack(raw)
         yield {"type": "validator", "fp": key[4:], "etag": etag, "last_modified": last_modified,
                "stored_at": stored_at}  # fmt: skip
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0] in ("-h", "--help"):
-        print("usage: python -m crawlstore.store.migrate PATH", file=sys.stderr)
-        return 2
-    try:
-        kept = migrate(args[0])
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"{args[0]}: migrated; the old file is kept as {kept}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -128,8 +128,9 @@ class _Reader:
             raise StoreError(f"{self._storage.engine.path}: this snapshot was closed")
         storage = self._storage
         local = storage._local
-        saved = getattr(local, "txn", None), getattr(local, "reading", False)
-        local.txn, local.reading = self._txn, True
+        saved = (getattr(local, "txn", None), getattr(local, "reading", False),
+                 getattr(local, "scratch", None))  # fmt: skip
+        local.txn, local.reading, local.scratch = self._txn, True, None
         with storage._readers_lock:
             storage._readers += 1
         try:
@@ -139,7 +140,7 @@ class _Reader:
         finally:
             with storage._readers_lock:
                 storage._readers -= 1
-            local.txn, local.reading = saved
+            local.txn, local.reading, local.scratch = saved
 
     def close(self) -> None:
         if self._txn is not None:
@@ -196,7 +197,8 @@ class LmdbStorage:
         """The calling flow's write transaction, if it has one open (None while a reader's
         operation runs: it reads its snapshot)."""
         if self._readers and getattr(self._local, "reading", False):
-            return None
+            scratch: WriteContext | None = getattr(self._local, "scratch", None)
+            return scratch  # a dry run's, or None for a snapshot's reads
         unit = self._unit
         if unit is not None and unit[0] == threading.get_ident():
             return unit[1]
@@ -219,6 +221,37 @@ class LmdbStorage:
 
     def transaction(self) -> Any:
         return self.engine.transaction()
+
+    def scratch(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` as a write unit whose writes go to an ``Overlay`` over one read
+        (of the caller's open transaction, its own writes included, when it has one), and are
+        dropped after: nothing is written, so a store opened read-only can run it."""
+        from .context import WriteContext
+        from .dryrun import Overlay
+
+        local = self._local
+
+        def dry(txn: Any) -> _T:
+            ctx = WriteContext(self.engine, Overlay(txn), {})  # type: ignore[arg-type]
+            saved = (getattr(local, "txn", None), getattr(local, "reading", False),
+                     getattr(local, "scratch", None))  # fmt: skip
+            local.txn, local.reading, local.scratch = ctx.txn, True, ctx
+            with self._readers_lock:
+                self._readers += 1
+            try:
+                return operation()
+            finally:
+                with self._readers_lock:
+                    self._readers -= 1
+                local.txn, local.reading, local.scratch = saved
+
+        current = self._current()
+        if current is not None:  # a write transaction, or a dry run: read what it holds
+            current.flush()
+            return dry(current.txn)
+        if getattr(local, "txn", None) is not None:  # a snapshot's read (an export's)
+            return dry(local.txn)
+        return self.engine.read(dry)
 
     def reader(self) -> _Reader:
         """A read snapshot of what is committed, kept open across calls (an export reads in

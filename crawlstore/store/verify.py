@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -216,20 +215,3 @@ def _check_queues(
                 problems.append(f"crawl {name!r}, queue {qname!r}: {gauge} is {gauges[gauge]}, "
                                 f"the tables hold {count}")  # fmt: skip
     return problems
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0] in ("-h", "--help"):
-        print("usage: python -m crawlstore.store.verify PATH", file=sys.stderr)
-        return 2
-    problems = verify(args[0])
-    for problem in problems:
-        print(problem)
-    count = len(problems)
-    print(f"{args[0]}: {'ok' if not count else f'{count} problem' + 's' * (count != 1)}")
-    return 1 if problems else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
