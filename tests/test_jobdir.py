@@ -30,7 +30,7 @@ from website import serve
 
 from crawlstore import Ready, Seed, Store
 from crawlstore.cli import main
-from crawlstore.integrations.scrapy_jobdir import seed_to_dict
+from crawlstore.scrapy.requests import seed_to_dict
 
 SPIDER = """
 import datetime, sys
@@ -235,7 +235,7 @@ def test_what_an_unclean_stop_leaves_is_refused(
     kind: str, damage: Any, message: str, jobdirs: dict[str, Path], tmp_path: Path
 ) -> None:
     from crawlstore.errors import JobdirError
-    from crawlstore.integrations.scrapy_jobdir import import_jobdir
+    from crawlstore.scrapy.jobdir import import_jobdir
 
     jobdir = tmp_path / "jobdir"
     shutil.copytree(jobdirs[kind], jobdir)
@@ -249,7 +249,7 @@ def test_what_an_unclean_stop_leaves_is_refused(
 def test_the_fingerprints_of_earlier_scrapy_and_a_cut_one(
     jobdirs: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from crawlstore.integrations.scrapy_jobdir import import_jobdir
+    from crawlstore.scrapy.jobdir import import_jobdir
 
     jobdir = tmp_path / "jobdir"
     shutil.copytree(jobdirs["lifo-per-slot"], jobdir)
@@ -283,7 +283,7 @@ def test_an_export_or_a_jobdir_not_both(jobdirs: dict[str, Path], tmp_path: Path
 
 def test_a_request_a_seed_cannot_hold_is_named() -> None:
     from crawlstore.errors import InvalidSeed
-    from crawlstore.integrations.scrapy_jobdir import seed_from_dict
+    from crawlstore.scrapy.requests import seed_from_dict
 
     request = Request("https://a.example/", meta={"k": (1, 2)}).to_dict()
     with pytest.raises(InvalidSeed, match=r"meta\['k'\] \(tuple\)"):

@@ -217,6 +217,7 @@ class Worker:
         self._outbox = _Outbox(self._give_back)
         self._held: set[bytes] = set()  # lease tokens handed out, not yet finished
         self._finished = False  # the frontier said Empty, nothing in flight: until a unit
+        self._polled = False  # try_next() was called: keep seeds leased ahead without waiters
         self._wait_until: float | None = None
         self._closing = False
         self._error: BaseException | None = None
@@ -259,6 +260,28 @@ class Worker:
     def __iter__(self) -> Iterator[Ready]:
         while (ready := self.next()) is not None:
             yield ready
+
+    def try_next(self) -> Ready | None:
+        """A seed leased ahead, at once, or None when the worker holds none now; never
+        waits. Once called, the worker keeps ``prefetch`` seeds leased ahead for the next polls
+        (for callers that must not block, such as a Scrapy scheduler on the reactor thread)."""
+        with self._cond:
+            self._check_open()
+            if self._error is not None:
+                raise self._error
+            self._polled = True
+            ready = self._ready.popleft() if self._ready and not self._waiters else None
+            if ready is not None:
+                self._held.add(_token(ready))
+            self._cond.notify()
+        return ready
+
+    @property
+    def finished(self) -> bool:
+        """Whether the crawl has nothing left: nothing queued, nothing in flight, nothing held
+        here, no unit waiting (as far as the writer last looked)."""
+        with self._cond:
+            return self._finished and not (self._units or self._held or self._ready)
 
     def finish(
         self, report: Report, links: Iterable[Seed] = (), *, validator: Validator | None = None
@@ -396,7 +419,7 @@ class Worker:
     def _want(self, finishing: int = 0) -> int:
         """How many seeds to lease now: room under ``prefetch``, when a caller waits or, with
         ``finishing`` seeds whose units are about to be committed, will ask again."""
-        if not (self._waiters or finishing) or self._finished:
+        if not (self._waiters or finishing or self._polled) or self._finished:
             return 0
         if self._wait_until is not None and self.frontier.clock() < self._wait_until:
             return 0
@@ -410,8 +433,9 @@ class Worker:
         return bool(self._units) or self._want() > 0
 
     def _timeout(self) -> float | None:
-        if not self._waiters or self._finished:
-            return None if not self._waiters else self.poll
+        waiting = self._waiters or self._polled
+        if not waiting or self._finished:
+            return None if not waiting else self.poll
         if self._wait_until is None:
             return self.poll
         return max(0.0, min(self.poll, self._wait_until - self.frontier.clock()))
