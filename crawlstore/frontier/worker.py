@@ -180,7 +180,8 @@ class Worker:
     ``wake()`` makes it look now (a test that moves a ``ManualClock`` calls it). ``close()``
     (the end of ``with``) commits what is queued and gives the seeds never handed out back to
     the front of their queues (as ``Cancelled``); seeds handed out and not finished keep their
-    leases.
+    leases. ``notify``, when given, is called on the writer thread when it has leased seeds
+    ahead that no caller waits for (a caller that polls with ``try_next`` can look again).
     """
 
     def __init__(
@@ -194,6 +195,7 @@ class Worker:
         linger: float = 0.002,
         validators: Validators | None = None,
         idle: float | None = None,
+        notify: Callable[[], None] | None = None,
     ) -> None:
         check_limit(prefetch)
         check_limit(group)
@@ -206,6 +208,7 @@ class Worker:
         if idle is not None and not idle >= 0:
             raise InvalidArgument(f"idle is None or at least 0 seconds: {idle}")
         self.idle = idle
+        self._notify = notify
         self.frontier = frontier
         self.prefetch, self.group, self.poll, self.linger = prefetch, group, poll, linger
         self._lease_time = lease_time
@@ -275,6 +278,12 @@ class Worker:
                 self._held.add(_token(ready))
             self._cond.notify()
         return ready
+
+    @property
+    def ahead(self) -> int:
+        """How many seeds the worker holds leased ahead, not handed out yet."""
+        with self._cond:
+            return len(self._ready)
 
     @property
     def finished(self) -> bool:
@@ -419,7 +428,7 @@ class Worker:
     def _want(self, finishing: int = 0) -> int:
         """How many seeds to lease now: room under ``prefetch``, when a caller waits or, with
         ``finishing`` seeds whose units are about to be committed, will ask again."""
-        if not (self._waiters or finishing or self._polled) or self._finished:
+        if not (self._waiters or finishing or self._polled) or self._finished or self._closing:
             return 0
         if self._wait_until is not None and self.frontier.clock() < self._wait_until:
             return 0
@@ -501,12 +510,15 @@ class Worker:
                 self._finished = False  # a unit may have pushed links: look again
                 self._wait_until = None
             self._ready.extend(got)
+            tell = bool(got) and self._notify is not None and not self._waiters
             if isinstance(outlook, Wait):
                 self._wait_until = outlook.until
             elif outlook == "empty" and not self._units and not self._held and not self._ready:
                 self._finished = True
             self._serve()
         self._outbox.send()
+        if tell:
+            self._notify()  # type: ignore[misc]
 
     def _fail_group(self, units: list[_Unit[Any]], exc: Exception) -> None:
         """The group's commit failed outside its units: nothing of it was written. Its

@@ -12,10 +12,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InvalidSeed
+from ..errors import InvalidArgument, InvalidSeed
 from ..seed import Seed
 
-__all__ = ["FINGERPRINT_BYTES", "SCHEME", "seed_from_dict", "seed_to_dict"]
+__all__ = ["FINGERPRINT_BYTES", "SCHEME", "claim_seen", "seed_from_dict", "seed_to_dict"]
 
 #: The fields of ``Request.to_dict()`` a seed holds as its own; the rest go to its meta.
 _SEED_FIELDS = ("url", "method", "headers", "body", "priority")
@@ -100,3 +100,21 @@ def _unkept(value: Any, where: str) -> tuple[str, Any] | None:
     else:
         return (where, value)
     return next((found for w, v in parts if (found := _unkept(v, w)) is not None), None)
+
+
+def claim_seen(frontier: Any, seen: Any) -> None:
+    """Make sure the crawl's seen set is keyed by Scrapy's fingerprints: record it in a crawl
+    whose seen set is empty, and refuse (``InvalidArgument``) one that crawlstore's own
+    fingerprints fill, whose keys would never match."""
+    state = frontier.core.state("seen")
+    scheme = state.get("fingerprints")
+    if scheme == SCHEME:
+        return
+    if scheme is None and len(seen) == 0:
+        state["fingerprints"] = SCHEME
+        return
+    raise InvalidArgument(
+        f"crawl {frontier.core.name!r} has a seen set keyed by crawlstore's own fingerprints "
+        f"({len(seen)} of them), not by Scrapy's: give Scrapy a crawl of its own "
+        "(CRAWLSTORE_CRAWL)"
+    )
