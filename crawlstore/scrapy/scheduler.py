@@ -33,7 +33,6 @@ from ..frontier.protocol import (
     Done,
     Failed,
     Ready,
-    Report,
     Reschedule,
     Skipped,
 )
@@ -65,6 +64,9 @@ REVALIDATED = "_crawlstore_revalidated"
 NOT_MODIFIED = "_crawlstore_304"
 #: A request's tag, for ``CRAWLSTORE_REVISIT``.
 TAG = "crawlstore_tag"
+
+#: The reports that end a lease.
+_Ending = Done | Failed | Skipped | Cancelled | Reschedule
 
 
 _SCHEDULERS: weakref.WeakKeyDictionary[Crawler, Scheduler] = weakref.WeakKeyDictionary()
@@ -278,7 +280,7 @@ class Scheduler:
         tag = meta.get(TAG)
         return seed.with_tag(tag) if isinstance(tag, str) and tag else seed
 
-    def _submit(self, seed: Seed, key: bytes, *, page: Report | None = None) -> None:
+    def _submit(self, seed: Seed, key: bytes, *, page: _Ending | None = None) -> None:
         """Queue the push of ``seed`` (alone, or with the report ``page`` as one unit)."""
         assert self.worker is not None
         self._pending.add(key)
@@ -286,6 +288,7 @@ class Scheduler:
         self._unsettled += 1
         if page is not None:
             future: Any = self.worker.finish(page, [seed])
+            future.add_done_callback(partial(self._acked, page.seed))
         else:
             future = self.worker.submit(partial(self.frontier.push, seed))
         future.add_done_callback(partial(self._settled, seed, key))
@@ -323,17 +326,17 @@ class Scheduler:
         del self._held[request.meta.pop(LEASE)]
         seed = self._seed(request)
         if seed is None:  # the replacement waits in memory; the parent is done
-            self.worker.finish(Done(parent))
+            self._finish(Done(parent))
             return True
         if seed.fingerprint == parent.fingerprint:  # a retry: the same request, once more
-            self.worker.finish(Reschedule(seed.with_lease(parent.lease), self.frontier.clock(),
-                                          retried=True, kind="retry"))  # fmt: skip
+            self._finish(Reschedule(seed.with_lease(parent.lease), self.frontier.clock(),
+                                    retried=True, kind="retry"))  # fmt: skip
             self._inc("scheduler/enqueued/disk")
             self._inc("scheduler/enqueued")
             return True
         key = self._key(request)
         if not request.dont_filter and self._seen(key):  # a redirect to a page seen before
-            self.worker.finish(Done(parent))
+            self._finish(Done(parent))
             self._filtered(request)
             return False
         self._submit(seed, key, page=Done(parent))
@@ -367,10 +370,14 @@ class Scheduler:
             return out
         if self.worker is None:
             return out
-        report, validator = self._report(held.ready.seed, result, request)
-        future = self.worker.finish(report, validator=validator)
-        future.add_done_callback(partial(self._acked, held.ready.seed))
+        self._finish(*self._report(held.ready.seed, result, request))
         return out
+
+    def _finish(self, report: _Ending, validator: Validator | None = None) -> None:
+        """End a lease: queue the unit of its report (and validator)."""
+        assert self.worker is not None
+        future = self.worker.finish(report, validator=validator)
+        future.add_done_callback(partial(self._acked, report.seed))
 
     def _acked(self, seed: Seed, future: Any) -> None:
         if future.exception() is not None:
@@ -380,7 +387,7 @@ class Scheduler:
 
     def _report(
         self, seed: Seed, result: Response | Failure, request: Request
-    ) -> tuple[Report, Validator | None]:
+    ) -> tuple[_Ending, Validator | None]:
         """What the end of a request's processing means for its seed."""
         if isinstance(result, Response):
             if result.status >= 400:
