@@ -149,3 +149,36 @@ def test_scrapy_s_own_scheduler_with_the_dupefilter_on_disk(site: DemoSite, tmp_
     second = finished(crawl(site, store, tmp_path / "b.jsonl", **settings))
     assert pages_fetched(site) - before == Counter({site.page_path(0): 1})  # the start URL
     assert int(second["dupefilter/filtered"]) > 0  # its links: seen in the first run
+
+
+def test_a_request_no_seed_can_hold_waits_in_memory_and_is_counted(
+    site: DemoSite, tmp_path: Path
+) -> None:
+    store = tmp_path / "crawl.lmdb"
+    stats = finished(crawl(site, store, tmp_path / "items.jsonl", TEST_UNSERIALIZABLE=True))
+    assert int(stats["scheduler/unserializable"]) == 1
+    assert int(stats["scheduler/enqueued/memory"]) == 1 == int(stats["scheduler/dequeued/memory"])
+    assert [s for _, _, p, s in site.log if p == "/docs/1?kept=memory"] == [404]  # crawled
+    assert set(pages_fetched(site)) == set(site.pages)  # and the rest as ever
+
+
+def test_settings_are_checked(tmp_path: Path) -> None:
+    from scrapy.exceptions import NotConfigured
+    from scrapy.settings import Settings
+
+    from crawlstore.scrapy import CrawlstoreSettings
+
+    with pytest.raises(NotConfigured, match="CRAWLSTORE_PATH"):
+        CrawlstoreSettings.read(Settings())
+    jobdir = CrawlstoreSettings.read(Settings({"JOBDIR": str(tmp_path / "job")}))
+    assert jobdir.path == tmp_path / "job" / "crawlstore.lmdb" and jobdir.durability == "safe"
+    read = CrawlstoreSettings.read(Settings({"CRAWLSTORE_PATH": "x.lmdb",
+                                              "CRAWLSTORE_REVISIT": {"a": "1h", "b": 90},
+                                              "CONCURRENT_REQUESTS_PER_DOMAIN": 3}))  # fmt: skip
+    assert read.revisit == (("a", 3600.0), ("b", 90.0)) and read.max_per_host == 3
+    with pytest.raises(ValueError, match="interval"):
+        CrawlstoreSettings.read(
+            Settings({"CRAWLSTORE_PATH": "x", "CRAWLSTORE_REVISIT": {"a": "soon"}})
+        )
+    with pytest.raises(ValueError, match="positive"):
+        CrawlstoreSettings.read(Settings({"CRAWLSTORE_PATH": "x", "CRAWLSTORE_REVISIT": {"a": 0}}))
