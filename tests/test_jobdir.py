@@ -22,7 +22,6 @@ pytest.importorskip("scrapy")
 
 from scrapy import Request
 from scrapy.core.scheduler import Scheduler
-from scrapy.dupefilters import _read_fingerprints
 from scrapy.utils.request import RequestFingerprinter, request_from_dict
 from scrapy.utils.test import get_crawler
 from test_cli import cli
@@ -84,6 +83,18 @@ if __name__ == "__main__":
     process.crawl(Site, base=base)
     process.start()
 """
+
+
+def _read_fingerprints(data: bytes) -> list[bytes]:
+    """The fingerprints of a ``requests.seen``, read as the installed Scrapy reads them (2.19
+    writes a length and the bytes; earlier versions a hex line each)."""
+    from scrapy import dupefilters
+
+    read = getattr(dupefilters, "_read_fingerprints", None)
+    if read is not None:
+        return list(read(data))
+    return [bytes.fromhex(line) for line in data.decode().split()]
+
 
 KINDS = {
     "lifo-per-slot": {},  # Scrapy's defaults: LIFO disk queues, one priority queue a slot

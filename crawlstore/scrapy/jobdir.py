@@ -213,8 +213,8 @@ def read_requests(jobdir: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
 def read_fingerprints(jobdir: str | os.PathLike[str]) -> Iterator[bytes]:
     """The request fingerprints of ``jobdir``'s ``requests.seen``, as raw bytes: Scrapy's
-    binary form (2.19 on, read with its own reader, which skips a last one cut short by an
-    unclean stop: a warning says so) or the hex lines of earlier versions."""
+    binary form (2.19 on, read with its own reader) or the hex lines of earlier versions; a
+    last one cut short by an unclean stop is left out, with a warning."""
     path = Path(jobdir, "requests.seen")
     if not path.exists():
         return
@@ -226,6 +226,10 @@ def read_fingerprints(jobdir: str | os.PathLike[str]) -> Iterator[bytes]:
             text = line.strip()
             if not text:
                 continue
+            if not line.endswith(b"\n"):  # the last line, cut by an unclean stop
+                log.warning("%s, line %d: the last fingerprint is cut short (an unclean "
+                            "stop): left out", path, number)  # fmt: skip
+                return
             try:
                 fp = bytes.fromhex(text.decode("ascii"))
             except ValueError:
