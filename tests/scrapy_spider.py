@@ -46,6 +46,9 @@ class Site(scrapy.Spider):
                 yield response.follow(href, callback=self.parse, meta={"crawlstore_tag": "page"})
 
 
+if EXTRA.get("TEST_ALLOWED"):  # the offsite middleware on: only the site's hosts
+    Site.allowed_domains = EXTRA.pop("TEST_ALLOWED")
+
 if __name__ == "__main__":
     settings = {
         "SCHEDULER": "crawlstore.scrapy.Scheduler",

@@ -106,6 +106,21 @@ class _ScrapySeen(Facade):
         return admissions
 
 
+class _InProgress(set[Any]):
+    """The engine's set of requests in progress, telling the scheduler of each it removes."""
+
+    def __init__(self, items: set[Any], gone: Any) -> None:
+        super().__init__(items)
+        self._gone = gone
+
+    def remove(self, item: Any) -> None:
+        super().remove(item)
+        try:
+            self._gone(item)
+        except Exception:  # never into the engine's own bookkeeping
+            log.exception("crawlstore: ending the lease of %r failed", item)
+
+
 @dataclass
 class _Held:
     """A request handed to the engine: ``downloading`` until its download ends, then
@@ -363,6 +378,18 @@ class Scheduler:
             return done
 
         scraper.enqueue_scrape = enqueue_scrape  # type: ignore[method-assign]
+        slot = getattr(engine, "_slot", None)  # the requests the engine has in progress
+        if slot is not None and isinstance(getattr(slot, "inprogress", None), set):
+            slot.inprogress = _InProgress(slot.inprogress, self._gone)
+
+    def _gone(self, request: Request) -> None:
+        """The engine forgot a request. One still leased here was neither scraped nor
+        replaced: a downloader middleware replaced it with a request that was never enqueued
+        (a redirect off the site, vetoed by the offsite middleware): it is done."""
+        held = self._held_of(request)
+        if held is not None and held.state == "downloading":
+            del self._held[request.meta.pop(LEASE)]
+            self._finish(Done(held.ready.seed))
 
     def _scraped(self, out: Any, held: _Held, result: Response | Failure, request: Request) -> Any:
         token = request.meta.get(LEASE)
