@@ -22,7 +22,6 @@ pytest.importorskip("scrapy")
 
 from scrapy import Request
 from scrapy.core.scheduler import Scheduler
-from scrapy.dupefilters import _read_fingerprints
 from scrapy.utils.request import RequestFingerprinter, request_from_dict
 from scrapy.utils.test import get_crawler
 from test_cli import cli
@@ -30,7 +29,7 @@ from website import serve
 
 from crawlstore import Ready, Seed, Store
 from crawlstore.cli import main
-from crawlstore.integrations.scrapy_jobdir import seed_to_dict
+from crawlstore.scrapy.requests import seed_to_dict
 
 SPIDER = """
 import datetime, sys
@@ -84,6 +83,18 @@ if __name__ == "__main__":
     process.crawl(Site, base=base)
     process.start()
 """
+
+
+def _read_fingerprints(data: bytes) -> list[bytes]:
+    """The fingerprints of a ``requests.seen``, read as the installed Scrapy reads them (2.19
+    writes a length and the bytes; earlier versions a hex line each)."""
+    from scrapy import dupefilters
+
+    read = getattr(dupefilters, "_read_fingerprints", None)
+    if read is not None:
+        return list(read(data))
+    return [bytes.fromhex(line) for line in data.decode().split()]
+
 
 KINDS = {
     "lifo-per-slot": {},  # Scrapy's defaults: LIFO disk queues, one priority queue a slot
@@ -235,7 +246,7 @@ def test_what_an_unclean_stop_leaves_is_refused(
     kind: str, damage: Any, message: str, jobdirs: dict[str, Path], tmp_path: Path
 ) -> None:
     from crawlstore.errors import JobdirError
-    from crawlstore.integrations.scrapy_jobdir import import_jobdir
+    from crawlstore.scrapy.jobdir import import_jobdir
 
     jobdir = tmp_path / "jobdir"
     shutil.copytree(jobdirs[kind], jobdir)
@@ -249,7 +260,7 @@ def test_what_an_unclean_stop_leaves_is_refused(
 def test_the_fingerprints_of_earlier_scrapy_and_a_cut_one(
     jobdirs: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from crawlstore.integrations.scrapy_jobdir import import_jobdir
+    from crawlstore.scrapy.jobdir import import_jobdir
 
     jobdir = tmp_path / "jobdir"
     shutil.copytree(jobdirs["lifo-per-slot"], jobdir)
@@ -283,7 +294,7 @@ def test_an_export_or_a_jobdir_not_both(jobdirs: dict[str, Path], tmp_path: Path
 
 def test_a_request_a_seed_cannot_hold_is_named() -> None:
     from crawlstore.errors import InvalidSeed
-    from crawlstore.integrations.scrapy_jobdir import seed_from_dict
+    from crawlstore.scrapy.requests import seed_from_dict
 
     request = Request("https://a.example/", meta={"k": (1, 2)}).to_dict()
     with pytest.raises(InvalidSeed, match=r"meta\['k'\] \(tuple\)"):

@@ -126,6 +126,22 @@ def test_idle_ends_a_pass_while_later_seeds_wait(
         frontier.worker(idle=-1)
 
 
+def test_try_next_never_waits_and_keeps_seeds_leased_ahead(make_frontier: MakeFrontier) -> None:
+    frontier = make_frontier()
+    frontier.push_many([seed("a"), seed("b"), seed("c")])
+    with frontier.worker(prefetch=2) as worker:
+        assert worker.try_next() is None  # nothing leased yet: it does not wait for one
+        worker.submit(lambda: None).result()  # a group commit: it leased ahead in it
+        first = worker.try_next()
+        assert path_of(first) == "a" and frontier.stats().in_flight == 2  # prefetch, no more
+        assert first is not None
+        worker.finish(Done(first.seed)).result()
+        got = [path_of(worker.try_next()), path_of(worker.try_next())]
+        assert got == ["b", "c"] and not worker.finished
+        assert worker.try_next() is None
+    assert frontier.stats().in_flight == 2  # handed out, not finished: they keep their leases
+
+
 def test_close_gives_back_seeds_never_handed_out(make_frontier: MakeFrontier) -> None:
     frontier = make_frontier()
     frontier.push_many(links(0, 10))

@@ -15,7 +15,7 @@ from ..store import Store
 
 def load_jobdir(args: argparse.Namespace) -> int:
     try:
-        from ..integrations.scrapy_jobdir import import_jobdir
+        from ..scrapy.jobdir import import_jobdir
     except ImportError as exc:
         print(f"crawlstore import: --from-jobdir needs Scrapy: pip install "
               f"'crawlstore[scrapy]' ({exc.__cause__ or exc})", file=sys.stderr)  # fmt: skip

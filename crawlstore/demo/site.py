@@ -7,7 +7,8 @@ with ETag and Last-Modified on most of them (answered with 304 when unchanged), 
 - ``/robots.txt`` disallowing ``/private/``, which pages link to;
 - ``/flaky`` (503 on its first request, then 200), ``/busy`` (429 with ``Retry-After: 1`` on its
   first request, then 200) and ``/slow`` (answers after ``slow`` seconds);
-- ``/old/N``, a 301 to page N (pages are ``/SECTION/N``, ``SECTIONS`` taking turns);
+- ``/old/N``, a 301 to page N (pages are ``/SECTION/N``, ``SECTIONS`` taking turns), and
+  ``/away``, a 302 to another site;
 - ``/calendar/YYYY-MM``, an endless calendar: each month links to the next and the previous.
 """
 
@@ -63,7 +64,7 @@ class DemoSite:
             if n % 25 == 0:
                 links += [f"/private/{n}", f"/old/{rng.randrange(pages)}", "/calendar/2026-01"]
             if n == 1:
-                links += ["/flaky", "/busy", "/slow"]
+                links += ["/flaky", "/busy", "/slow", "/away"]
             self.pages[self.page_path(n)] = _Page(links, validators=n % 10 != 9)
         for path in ("/flaky", "/busy", "/slow"):
             self.pages[path] = _Page([self.page_path(0)])
@@ -89,7 +90,9 @@ class DemoSite:
         """The URLs a complete crawl visits: every page, the special ones, the redirects."""
         urls = {self.url(path) for path in self.pages}
         for page in self.pages.values():
-            urls.update(self.url(link) for link in page.links if link.startswith("/old/"))
+            urls.update(
+                self.url(link) for link in page.links if link.startswith(("/old/", "/away"))
+            )
         return urls
 
     def change(self, path: str) -> None:
@@ -111,6 +114,8 @@ class DemoSite:
             return 200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /private/\n"
         if path.startswith("/old/"):
             return 301, {"Location": self.url(self.page_path(int(path[5:])))}, b""
+        if path == "/away":
+            return 302, {"Location": "http://offsite.invalid/"}, b""
         if path.startswith("/calendar/"):
             return self._calendar(path)
         with self.lock:

@@ -268,15 +268,18 @@ class Frontier(ABC):
         linger: float = 0.002,
         validators: Validators | None = None,
         idle: float | None = None,
+        notify: Callable[[], None] | None = None,
     ) -> Worker:
         """Group commit for threads: a ``Worker`` that leases seeds ahead (``prefetch`` at
         most held) and commits the units of many pages in flight together (each page's report,
         links and validator one unit; ``validators``: where ``finish(validator=)`` writes;
-        ``idle``: end when the next seed is due later than that, nothing in flight)."""
+        ``idle``: end when the next seed is due later than that, nothing in flight;
+        ``notify``: called on the writer thread when seeds leased ahead wait for a caller)."""
         from .worker import Worker
 
         return Worker(self, prefetch=prefetch, group=group, lease_time=lease_time, poll=poll,
-                      linger=linger, validators=validators, idle=idle)  # fmt: skip
+                      linger=linger, validators=validators, idle=idle,
+                      notify=notify)  # fmt: skip
 
     def async_worker(
         self,

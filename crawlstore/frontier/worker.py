@@ -180,7 +180,8 @@ class Worker:
     ``wake()`` makes it look now (a test that moves a ``ManualClock`` calls it). ``close()``
     (the end of ``with``) commits what is queued and gives the seeds never handed out back to
     the front of their queues (as ``Cancelled``); seeds handed out and not finished keep their
-    leases.
+    leases. ``notify``, when given, is called on the writer thread when it has leased seeds
+    ahead that no caller waits for (a caller that polls with ``try_next`` can look again).
     """
 
     def __init__(
@@ -194,6 +195,7 @@ class Worker:
         linger: float = 0.002,
         validators: Validators | None = None,
         idle: float | None = None,
+        notify: Callable[[], None] | None = None,
     ) -> None:
         check_limit(prefetch)
         check_limit(group)
@@ -206,6 +208,7 @@ class Worker:
         if idle is not None and not idle >= 0:
             raise InvalidArgument(f"idle is None or at least 0 seconds: {idle}")
         self.idle = idle
+        self._notify = notify
         self.frontier = frontier
         self.prefetch, self.group, self.poll, self.linger = prefetch, group, poll, linger
         self._lease_time = lease_time
@@ -217,6 +220,7 @@ class Worker:
         self._outbox = _Outbox(self._give_back)
         self._held: set[bytes] = set()  # lease tokens handed out, not yet finished
         self._finished = False  # the frontier said Empty, nothing in flight: until a unit
+        self._polled = False  # try_next() was called: keep seeds leased ahead without waiters
         self._wait_until: float | None = None
         self._closing = False
         self._error: BaseException | None = None
@@ -259,6 +263,34 @@ class Worker:
     def __iter__(self) -> Iterator[Ready]:
         while (ready := self.next()) is not None:
             yield ready
+
+    def try_next(self) -> Ready | None:
+        """A seed leased ahead, at once, or None when the worker holds none now; never
+        waits. Once called, the worker keeps ``prefetch`` seeds leased ahead for the next polls
+        (for callers that must not block, such as a Scrapy scheduler on the reactor thread)."""
+        with self._cond:
+            self._check_open()
+            if self._error is not None:
+                raise self._error
+            self._polled = True
+            ready = self._ready.popleft() if self._ready and not self._waiters else None
+            if ready is not None:
+                self._held.add(_token(ready))
+            self._cond.notify()
+        return ready
+
+    @property
+    def ahead(self) -> int:
+        """How many seeds the worker holds leased ahead, not handed out yet."""
+        with self._cond:
+            return len(self._ready)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the crawl has nothing left: nothing queued, nothing in flight, nothing held
+        here, no unit waiting (as far as the writer last looked)."""
+        with self._cond:
+            return self._finished and not (self._units or self._held or self._ready)
 
     def finish(
         self, report: Report, links: Iterable[Seed] = (), *, validator: Validator | None = None
@@ -396,7 +428,7 @@ class Worker:
     def _want(self, finishing: int = 0) -> int:
         """How many seeds to lease now: room under ``prefetch``, when a caller waits or, with
         ``finishing`` seeds whose units are about to be committed, will ask again."""
-        if not (self._waiters or finishing) or self._finished:
+        if not (self._waiters or finishing or self._polled) or self._finished or self._closing:
             return 0
         if self._wait_until is not None and self.frontier.clock() < self._wait_until:
             return 0
@@ -410,8 +442,9 @@ class Worker:
         return bool(self._units) or self._want() > 0
 
     def _timeout(self) -> float | None:
-        if not self._waiters or self._finished:
-            return None if not self._waiters else self.poll
+        waiting = self._waiters or self._polled
+        if not waiting or self._finished:
+            return None if not waiting else self.poll
         if self._wait_until is None:
             return self.poll
         return max(0.0, min(self.poll, self._wait_until - self.frontier.clock()))
@@ -477,12 +510,15 @@ class Worker:
                 self._finished = False  # a unit may have pushed links: look again
                 self._wait_until = None
             self._ready.extend(got)
+            tell = bool(got) and self._notify is not None and not self._waiters
             if isinstance(outlook, Wait):
                 self._wait_until = outlook.until
             elif outlook == "empty" and not self._units and not self._held and not self._ready:
                 self._finished = True
             self._serve()
         self._outbox.send()
+        if tell:
+            self._notify()  # type: ignore[misc]
 
     def _fail_group(self, units: list[_Unit[Any]], exc: Exception) -> None:
         """The group's commit failed outside its units: nothing of it was written. Its

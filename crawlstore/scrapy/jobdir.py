@@ -12,7 +12,6 @@ a JOBDIR whose code you would run, as Scrapy itself warns.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import marshal
@@ -21,7 +20,7 @@ import pickle
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -38,6 +37,8 @@ except ImportError as exc:  # the CLI names the extra
 
 from ..errors import InvalidSeed, JobdirError
 from ..seed import Seed
+from .requests import FINGERPRINT_BYTES as _FP
+from .requests import SCHEME, seed_from_dict
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -45,97 +46,13 @@ if TYPE_CHECKING:
 
     from ..store import Store, StoreFrontier
 
-__all__ = ["JobdirImport", "import_jobdir", "read_fingerprints", "read_requests",
-           "seed_from_dict", "seed_to_dict"]  # fmt: skip
+__all__ = ["JobdirImport", "import_jobdir", "read_fingerprints", "read_requests"]
 
 log = logging.getLogger("crawlstore.scrapy")
 
-#: The fields of ``Request.to_dict()`` a seed holds as its own; the rest go to its meta.
-_SEED_FIELDS = ("url", "method", "headers", "body", "priority")
 #: Seeds pushed a transaction, fingerprints inserted a transaction.
 _BATCH, _SEEN_BATCH = 1000, 4096
-#: The seen set keeps this many bytes of each fingerprint.
-_FP = 16
 _SQLITE = b"SQLite format 3\x00"
-
-
-# -- requests and seeds ---------------------------------------------------------------------------
-
-
-def seed_from_dict(request: Mapping[str, Any]) -> Seed:
-    """The seed of a request dict (``Request.to_dict(spider=...)``), or ``InvalidSeed`` saying
-    what a seed cannot hold: a URL that is not http(s), a priority past 32 bits, or a value
-    that msgpack cannot keep exactly (a tuple, a set, an object)."""
-    url = request.get("url")
-    headers = request.get("headers") or {}
-    if not isinstance(url, str) or not isinstance(headers, Mapping):
-        raise InvalidSeed(f"a request dict has a str url and a headers mapping: {request!r:.100}")
-    rest = {k: v for k, v in request.items() if k not in _SEED_FIELDS}
-    unkept = _unkept(rest, "")
-    if unkept is not None:
-        where, value = unkept
-        raise InvalidSeed(f"{where} ({type(value).__name__}) cannot be kept in msgpack")
-    meta = rest.get("meta")
-    depth = meta.get("depth", 0) if isinstance(meta, dict) else 0
-    seed = Seed(
-        request.get("method", "GET"),
-        url,
-        headers=_headers(headers),
-        body=request.get("body", b""),
-        priority=request.get("priority", 0),
-        depth=depth if type(depth) is int and depth >= 0 else 0,
-    )
-    if seed.url != url:  # the parsed form differs: keep Scrapy's, which its fingerprint is of
-        rest["url"] = url
-    return seed.with_meta({"scrapy": rest})
-
-
-def seed_to_dict(seed: Seed) -> dict[str, Any]:
-    """The request dict of a seed ``seed_from_dict`` made (a copy of it), for
-    ``scrapy.utils.request.request_from_dict(d, spider=spider)``."""
-    rest = seed.meta.get("scrapy")
-    if not isinstance(rest, Mapping):
-        raise ValueError(f"not a seed of a Scrapy request (no meta['scrapy']): {seed!r:.100}")
-    headers: dict[bytes, list[bytes]] = {}
-    for name, value in seed.headers:
-        headers.setdefault(name.encode("latin-1"), []).append(value.encode("latin-1"))
-    return {"url": seed.url, "method": seed.method, "headers": headers, "body": seed.body,
-            "priority": seed.priority, **copy.deepcopy(dict(rest))}  # fmt: skip
-
-
-def _headers(headers: Mapping[Any, Any]) -> list[tuple[str, str]]:
-    """``Request.to_dict()``'s headers (a name, a list of values) as name/value pairs."""
-    return [(_text(name), _text(value)) for name, values in headers.items()
-            for value in (values if isinstance(values, list) else [values])]  # fmt: skip
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bytes):
-        return value.decode("latin-1")  # header bytes, one to one
-    if isinstance(value, str):
-        return value
-    raise InvalidSeed(f"a header name or value is bytes or str: {value!r:.100}")
-
-
-def _unkept(value: Any, where: str) -> tuple[str, Any] | None:
-    """Where in ``value`` the first part is that msgpack would not give back as it is, and
-    that part."""
-    kind = type(value)
-    if value is None or kind in (bool, str, bytes, float):
-        return None
-    if kind is int:
-        return None if -(2**63) <= value < 2**64 else (where, value)
-    if kind is list:
-        parts = [(f"{where}[{i}]", v) for i, v in enumerate(value)]
-    elif kind is dict:
-        parts = []
-        for k, v in value.items():
-            if type(k) is not str:
-                return (f"a key of {where or 'the request'}", k)
-            parts.append((f"{where}[{k!r}]" if where else k, v))
-    else:
-        return (where, value)
-    return next((found for w, v in parts if (found := _unkept(v, w)) is not None), None)
 
 
 # -- reading a JOBDIR -----------------------------------------------------------------------------
@@ -296,8 +213,8 @@ def read_requests(jobdir: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
 def read_fingerprints(jobdir: str | os.PathLike[str]) -> Iterator[bytes]:
     """The request fingerprints of ``jobdir``'s ``requests.seen``, as raw bytes: Scrapy's
-    binary form (2.19 on, read with its own reader, which skips a last one cut short by an
-    unclean stop: a warning says so) or the hex lines of earlier versions."""
+    binary form (2.19 on, read with its own reader) or the hex lines of earlier versions; a
+    last one cut short by an unclean stop is left out, with a warning."""
     path = Path(jobdir, "requests.seen")
     if not path.exists():
         return
@@ -309,6 +226,10 @@ def read_fingerprints(jobdir: str | os.PathLike[str]) -> Iterator[bytes]:
             text = line.strip()
             if not text:
                 continue
+            if not line.endswith(b"\n"):  # the last line, cut by an unclean stop
+                log.warning("%s, line %d: the last fingerprint is cut short (an unclean "
+                            "stop): left out", path, number)  # fmt: skip
+                return
             try:
                 fp = bytes.fromhex(text.decode("ascii"))
             except ValueError:
@@ -368,7 +289,7 @@ def import_jobdir(
                           "requests.seen")  # fmt: skip
     counts: Counter[str] = Counter()
     with store.new_crawl(crawl) as frontier:
-        frontier.core.state("seen")["fingerprints"] = "scrapy"
+        frontier.core.state("seen")["fingerprints"] = SCHEME
         batch: list[Seed] = []
         for request in read_requests(root):
             counts["requests"] += 1

@@ -1,0 +1,450 @@
+"""``Scheduler``: Scrapy's scheduler on a crawlstore store (``SCHEDULER =
+"crawlstore.scrapy.Scheduler"`` and ``CRAWLSTORE_PATH``).
+
+A request handed to the engine is leased in the store. Its lease ends, in one unit of a
+group-commit worker, once its processing is over: its callback (or errback) returned, the
+requests it produced were enqueued and its items went through the item pipelines. A request
+that a downloader middleware replaces (a redirect, a retry) ends its lease in the unit that
+queues the replacement. Every write is a unit of the worker, whose own thread commits them in
+groups: the reactor thread never waits for a disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from scrapy.utils.request import referer_str, request_from_dict
+from twisted.python.failure import Failure
+
+from ..errors import InvalidSeed
+from ..frontier.facades import Facade
+from ..frontier.protocol import (
+    Admission,
+    Cancelled,
+    Done,
+    Failed,
+    Ready,
+    Reschedule,
+    Skipped,
+)
+from ..revalidate import Revalidate
+from ..seed import Seed
+from ..seen import insert_many
+from ..store import Store
+from ..validators import Validator
+from .requests import FINGERPRINT_BYTES, claim_seen, seed_from_dict, seed_to_dict
+from .settings import CrawlstoreSettings
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+
+    from ..frontier.base import Frontier
+    from ..frontier.worker import Worker
+
+__all__ = ["Scheduler", "scheduler_of"]
+
+log = logging.getLogger("crawlstore.scrapy")
+
+#: ``request.meta`` keys starting with this are the scheduler's, never stored.
+PRIVATE = "_crawlstore"
+#: The lease of a request handed to the engine (its token, hex).
+LEASE = "_crawlstore_lease"
+#: Set by ``RevalidateMiddleware``: the request was revalidated (record its validators).
+REVALIDATED = "_crawlstore_revalidated"
+#: Set by ``RevalidateMiddleware``: the 304 it answered, when the callback was skipped.
+NOT_MODIFIED = "_crawlstore_304"
+#: A request's tag, for ``CRAWLSTORE_REVISIT``.
+TAG = "crawlstore_tag"
+
+#: The reports that end a lease.
+_Ending = Done | Failed | Skipped | Cancelled | Reschedule
+
+
+_SCHEDULERS: weakref.WeakKeyDictionary[Crawler, Scheduler] = weakref.WeakKeyDictionary()
+
+
+def scheduler_of(crawler: Crawler) -> Scheduler | None:
+    """The crawlstore scheduler open for ``crawler``, if any."""
+    return _SCHEDULERS.get(crawler)
+
+
+class _Intervals:
+    def __init__(self, pairs: Iterable[tuple[str, float]]) -> None:
+        self.pairs = dict(pairs)
+
+    def interval(self, tag: str | None) -> float | None:
+        return self.pairs.get(tag) if tag is not None else None
+
+
+class _ScrapySeen(Facade):
+    """Records the Scrapy fingerprint of each seed admitted in its push's transaction (the
+    scheduler decides duplicates itself, before the push: ``keys`` maps seed to key)."""
+
+    def __init__(self, inner: Frontier, seen: Any) -> None:
+        super().__init__(inner)
+        self.seen = seen
+        self.keys: dict[Seed, bytes] = {}
+
+    def push(self, seed: Seed) -> Admission:
+        return self.push_many([seed])[0]
+
+    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+        seeds = list(seeds)
+        with self.inner.transaction():
+            admissions = self.inner.push_many(seeds)
+            keys = [self.keys.get(seed) for seed in seeds]
+            insert_many(self.seen, [k for k, a in zip(keys, admissions, strict=True) if a and k])
+        return admissions
+
+
+class _InProgress(set[Any]):
+    """The engine's set of requests in progress, telling the scheduler of each it removes."""
+
+    def __init__(self, items: set[Any], gone: Any) -> None:
+        super().__init__(items)
+        self._gone = gone
+
+    def remove(self, item: Any) -> None:
+        super().remove(item)
+        try:
+            self._gone(item)
+        except Exception:  # never into the engine's own bookkeeping
+            log.exception("crawlstore: ending the lease of %r failed", item)
+
+
+@dataclass
+class _Held:
+    """A request handed to the engine: ``downloading`` until its download ends, then
+    ``scraping`` until its callback's output is through."""
+
+    ready: Ready
+    state: str = "downloading"
+
+
+class Scheduler:
+    """Scrapy's scheduler contract over a crawl of a store: see the module's docstring and
+    the Scrapy page of the docs for the settings."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.settings = CrawlstoreSettings.read(crawler.settings)
+        self.stats = crawler.stats
+        self.fingerprinter = crawler.request_fingerprinter
+        self.debug = crawler.settings.getbool("DUPEFILTER_DEBUG")
+        self._memory: deque[Request] = deque()  # requests no seed can hold, as Scrapy does
+        self._held: dict[str, _Held] = {}
+        self._pending: set[bytes] = set()  # keys pushed, not yet committed
+        self._unsettled = 0  # pushes not yet committed
+        self._logged: set[str] = set()
+        self.worker: Worker | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+        return cls(crawler)
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        settings = self.settings
+        name = settings.crawl or spider.name
+        self.store = Store.open(settings.path, durability=settings.durability)
+        policy: dict[str, Any] = {"max_in_flight": settings.max_per_host,
+                                  "lease_time": settings.lease_time}  # fmt: skip
+        if name not in self.store.crawls():  # new: its queues are per host, by priority
+            policy |= {"order": "priority", "queues": "host"}
+        base = self.store.frontier(crawl=name, **policy)
+        self.seen = self.store.seen(crawl=name)
+        claim_seen(base, self.seen)
+        reclaimed = base.reap()
+        chain = base.revisit(_Intervals(settings.revisit)) if settings.revisit else base
+        self.frontier = _ScrapySeen(chain, self.seen)
+        self.revalidate = Revalidate(self.store.validators(crawl=name))
+        self.worker = self.frontier.worker(prefetch=settings.prefetch,
+                                           lease_time=settings.lease_time,
+                                           validators=self.revalidate.validators,
+                                           notify=self._wake_soon)  # fmt: skip
+        self._hook_scraper()
+        _SCHEDULERS[self.crawler] = self
+        self._inc("crawlstore/reclaimed", reclaimed)
+        if (queued := len(self)) > 0:
+            log.info("Resuming crawl (%d requests scheduled) from %s, crawl %r", queued,
+                     settings.path, name)  # fmt: skip
+
+    def close(self, reason: str) -> None:
+        worker = self.worker
+        if worker is None:
+            return
+        for held in self._held.values():  # the engine stopped with them in flight
+            worker.finish(Cancelled(held.ready.seed))
+        self._held.clear()
+        worker.close()  # commits what is queued, gives back what was leased ahead
+        self.store.close()
+
+    def has_pending_requests(self) -> bool:
+        return len(self) > 0
+
+    def __len__(self) -> int:
+        """Requests queued or scheduled in the crawl, leased ahead, held in memory, or being
+        written."""
+        if self.worker is None:
+            return len(self._memory)
+        stats = self.frontier.stats()
+        waiting = len(self._memory) + self._unsettled + self.worker.ahead
+        return stats.queued + stats.scheduled + waiting
+
+    def enqueue_request(self, request: Request) -> bool:
+        held = self._held_of(request)
+        if held is not None and held.state == "downloading":
+            return self._replace(held, request)  # a redirect or a retry of a leased request
+        request.meta.pop(LEASE, None)  # a request the callback made, with its meta
+        key = self._key(request)
+        if not request.dont_filter and self._seen(key):
+            self._filtered(request)
+            return False
+        if request.meta.get("is_start_request") and self._known(request):
+            self._inc("crawlstore/start_known")  # crawled before: its revisit brings it back
+            return False
+        seed = self._seed(request)
+        if seed is None:
+            return True
+        self._submit(seed, key)
+        self._inc("scheduler/enqueued/disk")
+        self._inc("scheduler/enqueued")
+        return True
+
+    def next_request(self) -> Request | None:
+        if self._memory:
+            self._inc("scheduler/dequeued/memory")
+            self._inc("scheduler/dequeued")
+            return self._memory.popleft()
+        assert self.worker is not None, "the scheduler is not open"
+        while (ready := self.worker.try_next()) is not None:
+            try:
+                request = request_from_dict(seed_to_dict(ready.seed), spider=self.spider)
+            except Exception as exc:  # its callback is gone from the spider, say
+                log.error("crawlstore: cannot make a request of %s: %r", ready.seed.url, exc)
+                self.worker.finish(Failed(ready.seed, reason=f"not a request: {exc!r:.200}"))
+                continue
+            assert ready.lease is not None
+            token = ready.lease.token.hex()
+            request.meta[LEASE] = token
+            self._held[token] = _Held(ready)
+            self._inc("scheduler/dequeued/disk")
+            self._inc("scheduler/dequeued")
+            self._inc("crawlstore/leased")
+            return request
+        return None
+
+    def _wake_soon(self) -> None:
+        """On the worker's thread: seeds are leased ahead; the engine, which may have been
+        told "nothing now", asks again at once instead of at its next heartbeat."""
+        from twisted.internet import reactor
+
+        reactor.callFromThread(self._wake)
+
+    def _wake(self) -> None:
+        slot = getattr(self.crawler.engine, "_slot", None)  # Scrapy's engine loop
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    # -- requests and seeds ---------------------------------------------------------------------
+
+    def _key(self, request: Request) -> bytes:
+        fingerprint: bytes = self.fingerprinter.fingerprint(request)
+        return fingerprint[:FINGERPRINT_BYTES]
+
+    def _seen(self, key: bytes) -> bool:
+        return key in self._pending or key in self.seen
+
+    def _known(self, request: Request) -> bool:
+        try:
+            fp = Seed(request.method, request.url, body=request.body).fingerprint
+        except (InvalidSeed, ValueError):
+            return False
+        return self.frontier.url(fp).state != "unknown"
+
+    def _seed(self, request: Request) -> Seed | None:
+        """The seed of a request; None when no seed can hold it (it waits in memory)."""
+        try:
+            data = request.to_dict(spider=self.spider)
+            meta = data.get("meta") or {}
+            data["meta"] = {k: v for k, v in meta.items() if not k.startswith(PRIVATE)}
+            seed = seed_from_dict(data)
+        except (ValueError, InvalidSeed) as exc:
+            if "unserializable" not in self._logged:
+                self._logged.add("unserializable")
+                log.warning("Unable to serialize request: %(request)s - reason: %(reason)s - "
+                            "no more unserializable requests will be logged (stats being "
+                            "collected)", {"request": request, "reason": exc})  # fmt: skip
+            self._inc("scheduler/unserializable")
+            self._inc("scheduler/enqueued/memory")
+            self._inc("scheduler/enqueued")
+            self._memory.append(request)
+            return None
+        tag = meta.get(TAG)
+        return seed.with_tag(tag) if isinstance(tag, str) and tag else seed
+
+    def _submit(self, seed: Seed, key: bytes, *, page: _Ending | None = None) -> None:
+        """Queue the push of ``seed`` (alone, or with the report ``page`` as one unit)."""
+        assert self.worker is not None
+        self._pending.add(key)
+        self.frontier.keys[seed] = key
+        self._unsettled += 1
+        if page is not None:
+            future: Any = self.worker.finish(page, [seed])
+            future.add_done_callback(partial(self._acked, page.seed))
+        else:
+            future = self.worker.submit(partial(self.frontier.push, seed))
+        future.add_done_callback(partial(self._settled, seed, key))
+
+    def _settled(self, seed: Seed, key: bytes, future: Any) -> None:
+        """On the worker's thread, once the push is committed (or failed)."""
+        self.frontier.keys.pop(seed, None)
+        self._pending.discard(key)
+        self._unsettled -= 1
+        if future.exception() is not None:
+            log.error("crawlstore: the push of %s failed: %r", seed.url, future.exception())
+
+    def _filtered(self, request: Request) -> None:
+        if self.debug:
+            log.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
+                      {"request": request, "referer": referer_str(request)})  # fmt: skip
+        elif "duplicate" not in self._logged:
+            self._logged.add("duplicate")
+            log.debug("Filtered duplicate request: %(request)s - no more duplicates will be "
+                      "shown (see DUPEFILTER_DEBUG to show all duplicates)",
+                      {"request": request})  # fmt: skip
+        self._inc("dupefilter/filtered")
+
+    # -- leases ---------------------------------------------------------------------------------
+
+    def _held_of(self, request: Request) -> _Held | None:
+        token = request.meta.get(LEASE)
+        return self._held.get(token) if isinstance(token, str) else None
+
+    def _replace(self, held: _Held, request: Request) -> bool:
+        """A downloader middleware replaced a leased request: a retry (the same URL) takes
+        its place in the store; a redirect's target is pushed as the parent is done."""
+        assert self.worker is not None
+        parent = held.ready.seed
+        del self._held[request.meta.pop(LEASE)]
+        seed = self._seed(request)
+        if seed is None:  # the replacement waits in memory; the parent is done
+            self._finish(Done(parent))
+            return True
+        if seed.fingerprint == parent.fingerprint:  # a retry: the same request, once more
+            self._finish(Reschedule(seed.with_lease(parent.lease), self.frontier.clock(),
+                                    retried=True, kind="retry"))  # fmt: skip
+            self._inc("scheduler/enqueued/disk")
+            self._inc("scheduler/enqueued")
+            return True
+        key = self._key(request)
+        if not request.dont_filter and self._seen(key):  # a redirect to a page seen before
+            self._finish(Done(parent))
+            self._filtered(request)
+            return False
+        self._submit(seed, key, page=Done(parent))
+        self._inc("scheduler/enqueued/disk")
+        self._inc("scheduler/enqueued")
+        return True
+
+    def _hook_scraper(self) -> None:
+        """Learn when a request's processing is over: the scraper's ``enqueue_scrape`` returns
+        a Deferred that fires once the callback's output went through (requests enqueued,
+        items through the pipelines), after the errback for a failure."""
+        engine = self.crawler.engine
+        assert engine is not None, "the scheduler opens with the engine"
+        scraper = engine.scraper
+        original = scraper.enqueue_scrape
+
+        def enqueue_scrape(result: Response | Failure, request: Request) -> Any:
+            held = self._held_of(request)
+            if held is not None:
+                held.state = "scraping"
+            done = original(result, request)
+            if held is not None:
+                done.addBoth(self._scraped, held, result, request)
+            return done
+
+        scraper.enqueue_scrape = enqueue_scrape  # type: ignore[method-assign]
+        slot = getattr(engine, "_slot", None)  # the requests the engine has in progress
+        if slot is not None and isinstance(getattr(slot, "inprogress", None), set):
+            slot.inprogress = _InProgress(slot.inprogress, self._gone)
+
+    def _gone(self, request: Request) -> None:
+        """The engine forgot a request. One still leased here was neither scraped nor
+        replaced: a downloader middleware replaced it with a request that was never enqueued
+        (a redirect off the site, vetoed by the offsite middleware): it is done."""
+        held = self._held_of(request)
+        if held is not None and held.state == "downloading":
+            del self._held[request.meta.pop(LEASE)]
+            self._finish(Done(held.ready.seed))
+
+    def _scraped(self, out: Any, held: _Held, result: Response | Failure, request: Request) -> Any:
+        token = request.meta.get(LEASE)
+        if not isinstance(token, str) or self._held.pop(token, None) is None:
+            return out
+        if self.worker is None:
+            return out
+        self._finish(*self._report(held.ready.seed, result, request))
+        return out
+
+    def _finish(self, report: _Ending, validator: Validator | None = None) -> None:
+        """End a lease: queue the unit of its report (and validator)."""
+        assert self.worker is not None
+        future = self.worker.finish(report, validator=validator)
+        future.add_done_callback(partial(self._acked, report.seed))
+
+    def _acked(self, seed: Seed, future: Any) -> None:
+        if future.exception() is not None:
+            log.error("crawlstore: the report of %s failed: %r", seed.url, future.exception())
+        else:
+            self._inc("crawlstore/acked")
+
+    def _report(
+        self, seed: Seed, result: Response | Failure, request: Request
+    ) -> tuple[_Ending, Validator | None]:
+        """What the end of a request's processing means for its seed."""
+        if isinstance(result, Response):
+            if result.status >= 400:
+                return Failed(seed, reason="http", status=result.status), None
+            if request.meta.get(REVALIDATED):
+                self._inc("crawlstore/unchanged", result.status == 304)
+                return self.revalidate.outcome(seed, result.status, _validators(result))
+            return Done(seed, status=result.status), None
+        not_modified = request.meta.get(NOT_MODIFIED)
+        if isinstance(not_modified, Response):  # a 304 whose callback was skipped
+            self._inc("crawlstore/unchanged")
+            return self.revalidate.outcome(seed, 304, _validators(not_modified))
+        exc = result.value
+        response = getattr(exc, "response", None)
+        if isinstance(response, Response):  # HttpError: a status the spider does not handle
+            return Failed(seed, reason="http", status=response.status), None
+        if isinstance(exc, IgnoreRequest):
+            return Skipped(seed, reason=f"{type(exc).__name__}: {exc}"[:200]), None
+        return Failed(seed, reason=f"{type(exc).__name__}: {exc}"[:200]), None
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats is not None and count:
+            self.stats.inc_value(key, count)
+
+
+def _validators(response: Response) -> dict[str, str]:
+    """A response's ETag and Last-Modified, as text."""
+    found = {}
+    for name in ("ETag", "Last-Modified"):
+        value = response.headers.get(name)
+        if value:
+            found[name] = value.decode("latin-1")
+    return found
