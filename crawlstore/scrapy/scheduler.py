@@ -188,6 +188,8 @@ class Scheduler:
             worker.finish(Cancelled(held.ready.seed))
         self._held.clear()
         worker.close()  # commits what is queued, gives back what was leased ahead
+        if self.stats is not None:  # what the next run has waiting: revisits, retries
+            self.stats.set_value("crawlstore/scheduled", self.frontier.stats().scheduled)
         self.store.close()
 
     def has_pending_requests(self) -> bool:
