@@ -676,6 +676,18 @@ def seeds(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> lis
     return [t]
 
 
+# -- 8. Scrapy's schedulers: driven directly, killed and resumed, in a whole crawl --------------
+
+
+def scrapy_(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
+    from . import scrapy_crawls, scrapy_direct
+
+    resume = scrapy_crawls.kill_and_resume(plan, scratch, progress)  # first: the crash column
+    crash = {row.key: row.crash for row in resume.rows if row.crash}
+    return [scrapy_direct.direct_table(plan, scratch, progress, crash), resume,
+            scrapy_crawls.real_crawl(plan, scratch, progress, crash)]  # fmt: skip
+
+
 WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] = {
     "crawl": crawl_loop,
     "push-pop": push_pop,
@@ -684,4 +696,5 @@ WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] 
     "scaling": scaling,
     "seeds": seeds,
     "validators": validators,
+    "scrapy": scrapy_,
 }
