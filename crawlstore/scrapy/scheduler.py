@@ -67,6 +67,10 @@ NOT_MODIFIED = "_crawlstore_304"
 #: A request's tag, for ``CRAWLSTORE_REVISIT``.
 TAG = "crawlstore_tag"
 
+#: Seconds between the writer's looks at the frontier when it has nothing else to do: the
+#: engine asks again only when woken, or at its heartbeat (5 s).
+_POLL = 0.05
+
 #: The reports that end a lease.
 _Ending = Done | Failed | Skipped | Cancelled | Reschedule
 
@@ -208,7 +212,7 @@ class Scheduler:
         self._snapshot(base.stats())
         self.revalidate = Revalidate(self.store.validators(crawl=name))
         self.worker = self.frontier.worker(prefetch=settings.prefetch,
-                                           lease_time=settings.lease_time,
+                                           lease_time=settings.lease_time, poll=_POLL,
                                            validators=self.revalidate.validators,
                                            notify=self._wake_soon)  # fmt: skip
         self._hook_scraper()
