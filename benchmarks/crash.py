@@ -130,7 +130,8 @@ def check(key: str, path: str, log: str) -> dict[str, object]:
     }
 
 
-def _env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
+    """The environment of a child process: this checkout first on its path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     return env
@@ -151,7 +152,7 @@ def probe(
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env=_env(),
+        env=child_env(),
     )
     timer = threading.Timer(TIMEOUT, proc.kill)
     timer.start()
@@ -185,7 +186,7 @@ def probe(
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=_env(),
+        env=child_env(),
         timeout=TIMEOUT,
     )
     if done.returncode != 0:

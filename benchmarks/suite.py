@@ -46,19 +46,21 @@ class Plan:
     validator_sync_pages: int
     kill_after: tuple[int, int]
     budget: float  # seconds a contender may take at one size of seen/open/scaling
+    scrapy_pages: int  # pages of the demo site of the real Scrapy crawls
+    scrapy_rounds: int  # rounds of the real Scrapy crawls (a process each)
 
     @classmethod
     def make(cls, mode: str) -> Plan:
         if mode == "quick":
             return cls(mode, 3, 2, 0.15, 30, 3_000, 1_000, 100, (100_000,), (100_000,),
-                       (10_000, 100_000), 300, 60, 1_000, 100, (40, 100), 60.0)  # fmt: skip
+                       (10_000, 100_000), 300, 60, 1_000, 100, (40, 100), 60.0, 60, 1)  # fmt: skip
         if mode == "full":
             return cls(mode, 5, 3, 6.0, 200, 200_000, 50_000, 3_000, (1_000_000, 10_000_000),
                        (100_000, 1_000_000, 10_000_000), (100_000, 1_000_000, 10_000_000),
-                       5_000, 500, 50_000, 3_000, (200, 400), 600.0)  # fmt: skip
+                       5_000, 500, 50_000, 3_000, (200, 400), 600.0, 2_000, 5)  # fmt: skip
         return cls(mode, 5, 3, 1.5, 100, 50_000, 10_000, 500, (1_000_000,),
                    (100_000, 1_000_000), (100_000, 1_000_000), 3_000, 300, 20_000, 1_000,
-                   (200, 400), 240.0)  # fmt: skip
+                   (200, 400), 240.0, 500, 3)  # fmt: skip
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -92,6 +94,7 @@ class Table:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)  # extra columns, in order
+    timed: bool = True  # False: counts only, in the extra columns (no times, no ratios)
 
     def row(self, key: str) -> Row | None:
         return next((r for r in self.rows if r.key == key), None)
@@ -327,10 +330,10 @@ def markdown(stamp_: dict[str, Any], plan: Plan, tables: list[Table]) -> str:
         lines += [f"## {t.title}", ""]
         base = t.row(t.baseline)
         extra = t.columns
-        head = ["contender", f"median / {t.unit}", f"{t.unit}s/s", "ratio", *extra,
-                "crash safety (kill -9 loses)", "note"]  # fmt: skip
+        timing = [f"median / {t.unit}", f"{t.unit}s/s", "ratio"] if t.timed else []
+        head = ["contender", *timing, *extra, "crash safety (kill -9 loses)", "note"]
         lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "|".join(["---", "---:", "---:", "---:"] + ["---:"] * len(extra)
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(timing) + len(extra))
                                     + ["---", "---"]) + "|")  # fmt: skip
         for r in t.rows:
             ratio = t.ratio(r)
@@ -339,9 +342,9 @@ def markdown(stamp_: dict[str, Any], plan: Plan, tables: list[Table]) -> str:
             note = r.skipped or r.note
             if r.baseline and r.baseline != t.baseline and t.row(r.baseline):
                 note = f"ratio to {t.row(r.baseline).label}; {note}".rstrip("; ")  # type: ignore[union-attr]
-            cells = [label, _time(per), f"{1 / per:,.0f}" if per else "—",
-                     f"{ratio:.2f}x" if ratio is not None else "—",
-                     *(r.extra.get(c, "") for c in extra), r.crash or "—", note]  # fmt: skip
+            times = [_time(per), f"{1 / per:,.0f}" if per else "—",
+                     f"{ratio:.2f}x" if ratio is not None else "—"] if t.timed else []  # fmt: skip
+            cells = [label, *times, *(r.extra.get(c, "") for c in extra), r.crash or "—", note]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines.append("")
         for n in t.notes:

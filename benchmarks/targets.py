@@ -33,10 +33,10 @@ def targets(workloads: dict[str, Any]) -> list[tuple[str, str, str, bool | None]
     out: list[tuple[str, str, str, bool | None]] = []
     crawl = _rows(workloads, "crawl")
 
-    def ratio(what: str, key: str, base: str, goal: float) -> None:
-        if not crawl:
+    def ratio(what: str, key: str, base: str, goal: float, rows: dict[str, Any] = crawl) -> None:
+        if not rows:
             return
-        got = _speedup(crawl, key, base)
+        got = _speedup(rows, key, base)
         out.append((what, f">= {goal:g}x", f"{got:.2f}x" if got else "not measured",
                     None if got is None else got >= goal))  # fmt: skip
 
@@ -52,6 +52,11 @@ def targets(workloads: dict[str, Any]) -> list[tuple[str, str, str, bool | None]
                        ("persist-queue", "persist-queue SQLiteAckQueue")):  # fmt: skip
         ratio(f"crawl loop, async_worker() in \"safe\", vs {name}",
               "crawlstore-worker-async", base, 3)  # fmt: skip
+    direct = _rows(workloads, "scrapy-scheduler")
+    for base, name, goal in (("scrapy-jobdir", "JOBDIR's disk queues", 1),
+                             ("scrapy-jobdir-sqlite", "the SQLite disk queue", 5)):  # fmt: skip
+        ratio(f"Scrapy scheduler driven directly, crawlstore.scrapy.Scheduler vs {name}",
+              "crawlstore", base, goal, direct)  # fmt: skip
     scaling = workloads.get("scaling")
     if scaling:
         sizes = sorted({row["key"].rsplit("@", 1)[1] for row in scaling["rows"]},

@@ -49,17 +49,46 @@ def _row(cls: type[Contender], ctx: Context, **kwargs: Any) -> Row:
 # -- 1. the crawl loop ---------------------------------------------------------------------------
 
 
-def _calibrate(cls: type[Contender], plan: Plan, links: Links, scratch: Scratch) -> int:
+def _calibrate(cls: type[Contender], plan: Plan, links: Links, scratch: Scratch,
+               starts: list[str]) -> int:  # fmt: skip
     """Pages for a run of about ``plan.run_seconds`` (an untimed trial run, also a warm-up)."""
     trial = cls.trial_pages or (20 if cls.syncs else 100)
     with scratch.dir() as path:
         c = cls()
         c.open(path)
-        c.seed(start_urls())
+        c.seed(starts)
         seconds = timed(lambda: c.crawl(trial, links))
         c.close()
     pages = int(plan.run_seconds / max(seconds / trial, 1e-7))
     return max(plan.min_pages, cls.trial_pages, min(plan.max_pages, len(links.pages), pages))
+
+
+def calibrated_rounds(table: Table, by_key: dict[str, type[Contender]], plan: Plan,
+                      links: Links, scratch: Scratch, progress: Progress,
+                      starts: list[str]) -> None:  # fmt: skip
+    """Calibrate each row's pages (``table.columns[0]`` says them), then run ``plan.rounds``
+    rounds: a run opens a contender, seeds it with ``starts``, times its crawl loop, and
+    closes it."""
+    for row in table.rows:
+        if row.skipped:
+            continue
+        try:
+            row.ops = _calibrate(by_key[row.key], plan, links, scratch, starts)
+            row.extra[table.columns[0]] = f"{row.ops:,}"
+        except Exception as exc:
+            row.skipped = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+        progress.advance(row.key)
+
+    def run(row: Row, _round: int) -> float:
+        with scratch.dir() as path:
+            c = by_key[row.key]()
+            c.open(path)
+            c.seed(starts)
+            seconds = timed(lambda: c.crawl(row.ops, links))
+            c.close()
+        return seconds
+
+    alternate(table.rows, plan.rounds, run, progress)
 
 
 def crawl_loop(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
@@ -78,26 +107,7 @@ def crawl_loop(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -
     live = [r for r in table.rows if not r.skipped]
     probed = [r for r in live if not by_key[r.key].memory]
     progress.start("crawl loop", len(live) * (plan.rounds + 1) + len(probed))
-    pages: dict[str, int] = {}
-    for row in live:
-        try:
-            pages[row.key] = _calibrate(by_key[row.key], plan, links, scratch)
-            row.ops = pages[row.key]
-            row.extra["pages a run"] = f"{row.ops:,}"
-        except Exception as exc:
-            row.skipped = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
-        progress.advance(row.key)
-
-    def run(row: Row, _round: int) -> float:
-        with scratch.dir() as path:
-            c = by_key[row.key]()
-            c.open(path)
-            c.seed(start_urls())
-            seconds = timed(lambda: c.crawl(row.ops, links))
-            c.close()
-        return seconds
-
-    alternate(table.rows, plan.rounds, run, progress)
+    calibrated_rounds(table, by_key, plan, links, scratch, progress, start_urls())
     rng = random.Random()
     for row in probed:
         if row.skipped:
@@ -666,6 +676,18 @@ def seeds(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> lis
     return [t]
 
 
+# -- 8. Scrapy's schedulers: driven directly, killed and resumed, in a whole crawl --------------
+
+
+def scrapy_(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
+    from . import scrapy_crawls, scrapy_direct
+
+    resume = scrapy_crawls.kill_and_resume(plan, scratch, progress)  # first: the crash column
+    crash = {row.key: row.crash for row in resume.rows if row.crash}
+    return [scrapy_direct.direct_table(plan, scratch, progress, crash), resume,
+            scrapy_crawls.real_crawl(plan, scratch, progress, crash)]  # fmt: skip
+
+
 WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] = {
     "crawl": crawl_loop,
     "push-pop": push_pop,
@@ -674,4 +696,5 @@ WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] 
     "scaling": scaling,
     "seeds": seeds,
     "validators": validators,
+    "scrapy": scrapy_,
 }

@@ -135,6 +135,7 @@ def test_revisits_come_back_and_are_answered_304(site: DemoSite, tmp_path: Path)
     tagged = [p for p, page in site.pages.items() if page.validators and p != site.page_path(0)]
     assert set(not_modified) >= set(tagged)  # every tagged page with validators, revisited
     assert int(stats["crawlstore/unchanged"]) == sum(not_modified.values())
+    assert int(stats["crawlstore/scheduled"]) == len(site.expected()) - 1  # all but the start
     without = [p for p, page in site.pages.items() if not page.validators]
     assert all(pages_fetched(site)[p] >= 2 for p in without)  # revisited, answered in full
     with Store.open(store, readonly=True) as opened:

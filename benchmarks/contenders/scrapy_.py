@@ -18,12 +18,14 @@ from . import NULL_PROBE, Contender, LinksOf, Probe, Recovered
 JOBDIR = "jobdir"
 
 
-def _scheduler(jobdir: str | None, settings: dict[str, Any]) -> tuple[Any, Any]:
+def crawler_for(jobdir: str | None, settings: dict[str, Any], **engine: Any) -> Any:
+    """A Scrapy crawler for a scheduler driven without Scrapy's engine: its spider set, and a
+    stand-in engine holding Scrapy's Downloader (the default priority queue asks it for its
+    slots) and the attributes ``engine`` names."""
     logging.disable(logging.CRITICAL)  # Downloader(crawler) logs tracebacks about handlers
     warnings.filterwarnings("ignore")
     from scrapy import Spider
     from scrapy.core.downloader import Downloader
-    from scrapy.core.scheduler import Scheduler
     from scrapy.utils.test import get_crawler
 
     class S(Spider):
@@ -31,7 +33,15 @@ def _scheduler(jobdir: str | None, settings: dict[str, Any]) -> tuple[Any, Any]:
 
     crawler = get_crawler(S, {**settings, "JOBDIR": jobdir} if jobdir else dict(settings))
     crawler.spider = S.from_crawler(crawler)  # the dupefilter logs through spider.crawler
-    crawler.engine = SimpleNamespace(downloader=Downloader(crawler))
+    crawler.engine = SimpleNamespace(**engine)
+    crawler.engine.downloader = Downloader(crawler)
+    return crawler
+
+
+def _scheduler(jobdir: str | None, settings: dict[str, Any]) -> tuple[Any, Any]:
+    from scrapy.core.scheduler import Scheduler
+
+    crawler = crawler_for(jobdir, settings)
     sched = Scheduler.from_crawler(crawler)
     sched.open(crawler.spider)
     return crawler, sched

@@ -12,6 +12,7 @@ groups: the reactor thread never waits for a disk.
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from collections import deque
 from collections.abc import Iterable
@@ -33,12 +34,13 @@ from ..frontier.protocol import (
     Done,
     Failed,
     Ready,
+    Reason,
     Reschedule,
     Skipped,
 )
 from ..revalidate import Revalidate
 from ..seed import Seed
-from ..seen import insert_many
+from ..seen import contains_many, insert_many
 from ..store import Store
 from ..validators import Validator
 from .requests import FINGERPRINT_BYTES, claim_seen, seed_from_dict, seed_to_dict
@@ -65,6 +67,10 @@ NOT_MODIFIED = "_crawlstore_304"
 #: A request's tag, for ``CRAWLSTORE_REVISIT``.
 TAG = "crawlstore_tag"
 
+#: Seconds between the writer's looks at the frontier when it has nothing else to do: the
+#: engine asks again only when woken, or at its heartbeat (5 s).
+_POLL = 0.05
+
 #: The reports that end a lease.
 _Ending = Done | Failed | Skipped | Cancelled | Reschedule
 
@@ -85,25 +91,52 @@ class _Intervals:
         return self.pairs.get(tag) if tag is not None else None
 
 
-class _ScrapySeen(Facade):
-    """Records the Scrapy fingerprint of each seed admitted in its push's transaction (the
-    scheduler decides duplicates itself, before the push: ``keys`` maps seed to key)."""
+class _ScrapyDedup(Facade):
+    """Dedup by Scrapy's fingerprints, in the push's transaction: ``keys`` gives a seed its
+    key and whether to filter it (not for ``dont_filter``); a seed whose key the seen set
+    holds is refused as a duplicate, and the keys of all those admitted are recorded."""
 
     def __init__(self, inner: Frontier, seen: Any) -> None:
         super().__init__(inner)
         self.seen = seen
-        self.keys: dict[Seed, bytes] = {}
+        self.keys: dict[Seed, tuple[bytes, bool]] = {}
+        self.filtered = 0  # duplicates refused here, for the stats (read on the reactor)
+        self.stored = 0  # seeds admitted here, for the stats
 
     def push(self, seed: Seed) -> Admission:
         return self.push_many([seed])[0]
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         seeds = list(seeds)
+        marks = [self.keys.get(seed) for seed in seeds]
         with self.inner.transaction():
-            admissions = self.inner.push_many(seeds)
-            keys = [self.keys.get(seed) for seed in seeds]
-            insert_many(self.seen, [k for k, a in zip(keys, admissions, strict=True) if a and k])
-        return admissions
+            checked = [mark[0] for mark in marks if mark is not None and mark[1]]
+            known = {k for k, hit in zip(checked, contains_many(self.seen, checked),
+                                         strict=True) if hit}  # fmt: skip
+            fresh: list[int] = []
+            for i, mark in enumerate(marks):
+                if mark is not None and mark[1]:
+                    if mark[0] in known:
+                        continue
+                    known.add(mark[0])  # a repeat within the batch is a duplicate too
+                fresh.append(i)
+            results: list[Admission | None] = [None] * len(seeds)
+            admitted = self.inner.push_many([seeds[i] for i in fresh]) if fresh else []
+            for i, admission in zip(fresh, admitted, strict=True):
+                results[i] = admission
+            duplicates = [i for i, result in enumerate(results) if result is None]
+            refused = self.core.refuse_many([Reason.DUPLICATE] * len(duplicates))
+            for i, admission in zip(duplicates, refused, strict=True):
+                results[i] = admission
+            recorded = []
+            for i in fresh:
+                mark = marks[i]
+                if mark is not None and results[i]:  # dont_filter ones too: seen from now
+                    recorded.append(mark[0])
+            insert_many(self.seen, recorded)
+        self.filtered += len(duplicates)
+        self.stored += sum(1 for admission in admitted if admission)
+        return [result for result in results if result is not None]
 
 
 class _InProgress(set[Any]):
@@ -143,7 +176,15 @@ class Scheduler:
         self._memory: deque[Request] = deque()  # requests no seed can hold, as Scrapy does
         self._held: dict[str, _Held] = {}
         self._pending: set[bytes] = set()  # keys pushed, not yet committed
-        self._unsettled = 0  # pushes not yet committed
+        self._lock = threading.Lock()
+        self._batch: list[Seed] = []  # seeds enqueued, for the next push unit
+        self._flushing = False  # a push unit is queued that will take the batch
+        self._changes = 0  # units queued that change the crawl's counts (pushes, reports)
+        self._covered = 0  # of them, those the last snapshot counted
+        self._snapping = False  # a snapshot unit is queued
+        self._closing = False
+        self._counts = (0, 0)  # queued, scheduled: the crawl's counters at the last snapshot
+        self._reported = (0, 0)  # the dedup facade's counts already in the stats
         self._logged: set[str] = set()
         self.worker: Worker | None = None
 
@@ -167,10 +208,11 @@ class Scheduler:
         claim_seen(base, self.seen)
         reclaimed = base.reap()
         chain = base.revisit(_Intervals(settings.revisit)) if settings.revisit else base
-        self.frontier = _ScrapySeen(chain, self.seen)
+        self.frontier = _ScrapyDedup(chain, self.seen)
+        self._snapshot(base.stats())
         self.revalidate = Revalidate(self.store.validators(crawl=name))
         self.worker = self.frontier.worker(prefetch=settings.prefetch,
-                                           lease_time=settings.lease_time,
+                                           lease_time=settings.lease_time, poll=_POLL,
                                            validators=self.revalidate.validators,
                                            notify=self._wake_soon)  # fmt: skip
         self._hook_scraper()
@@ -184,23 +226,31 @@ class Scheduler:
         worker = self.worker
         if worker is None:
             return
+        self._count_filtered()
+        with self._lock:
+            self._closing = True  # no more snapshots: the counts are read once, below
         for held in self._held.values():  # the engine stopped with them in flight
             worker.finish(Cancelled(held.ready.seed))
         self._held.clear()
         worker.close()  # commits what is queued, gives back what was leased ahead
+        self._count_filtered()
+        if self.stats is not None:  # what the next run has waiting: revisits, retries
+            self.stats.set_value("crawlstore/scheduled", self.frontier.stats().scheduled)
         self.store.close()
 
     def has_pending_requests(self) -> bool:
         return len(self) > 0
 
     def __len__(self) -> int:
-        """Requests queued or scheduled in the crawl, leased ahead, held in memory, or being
+        """Requests queued or scheduled in the crawl (as the writer last counted them, so
+        that the reactor never reads the store), leased ahead, held in memory, or being
         written."""
+        self._count_filtered()
         if self.worker is None:
             return len(self._memory)
-        stats = self.frontier.stats()
-        waiting = len(self._memory) + self._unsettled + self.worker.ahead
-        return stats.queued + stats.scheduled + waiting
+        queued, scheduled = self._counts
+        unsettled = len(self._batch) + self._changes - self._covered  # not in the counts yet
+        return queued + scheduled + self.worker.ahead + len(self._memory) + unsettled
 
     def enqueue_request(self, request: Request) -> bool:
         held = self._held_of(request)
@@ -208,7 +258,7 @@ class Scheduler:
             return self._replace(held, request)  # a redirect or a retry of a leased request
         request.meta.pop(LEASE, None)  # a request the callback made, with its meta
         key = self._key(request)
-        if not request.dont_filter and self._seen(key):
+        if not request.dont_filter and key in self._pending:  # one not yet written
             self._filtered(request)
             return False
         if request.meta.get("is_start_request") and self._known(request):
@@ -217,9 +267,7 @@ class Scheduler:
         seed = self._seed(request)
         if seed is None:
             return True
-        self._submit(seed, key)
-        self._inc("scheduler/enqueued/disk")
-        self._inc("scheduler/enqueued")
+        self._push(seed, key, not request.dont_filter)  # counted once stored
         return True
 
     def next_request(self) -> Request | None:
@@ -264,9 +312,6 @@ class Scheduler:
         fingerprint: bytes = self.fingerprinter.fingerprint(request)
         return fingerprint[:FINGERPRINT_BYTES]
 
-    def _seen(self, key: bytes) -> bool:
-        return key in self._pending or key in self.seen
-
     def _known(self, request: Request) -> bool:
         try:
             fp = Seed(request.method, request.url, body=request.body).fingerprint
@@ -295,26 +340,82 @@ class Scheduler:
         tag = meta.get(TAG)
         return seed.with_tag(tag) if isinstance(tag, str) and tag else seed
 
-    def _submit(self, seed: Seed, key: bytes, *, page: _Ending | None = None) -> None:
-        """Queue the push of ``seed`` (alone, or with the report ``page`` as one unit)."""
+    def _push(self, seed: Seed, key: bytes, check: bool) -> None:
+        """Batch ``seed`` for the next push unit, which takes every seed batched until it
+        runs: one ``push_many`` a group, deduplicated against the seen set in its
+        transaction (``check``), so the reactor thread never reads the store."""
         assert self.worker is not None
-        self._pending.add(key)
-        self.frontier.keys[seed] = key
-        self._unsettled += 1
-        if page is not None:
-            future: Any = self.worker.finish(page, [seed])
-            future.add_done_callback(partial(self._acked, page.seed))
-        else:
-            future = self.worker.submit(partial(self.frontier.push, seed))
-        future.add_done_callback(partial(self._settled, seed, key))
+        if check:
+            self._pending.add(key)
+        self.frontier.keys[seed] = (key, check)
+        with self._lock:
+            self._batch.append(seed)
+            start, self._flushing = not self._flushing, True
+        if start:
+            self.worker.submit(self._flush).add_done_callback(self._flushed)
+            self._changed()
 
-    def _settled(self, seed: Seed, key: bytes, future: Any) -> None:
-        """On the worker's thread, once the push is committed (or failed)."""
-        self.frontier.keys.pop(seed, None)
-        self._pending.discard(key)
-        self._unsettled -= 1
-        if future.exception() is not None:
-            log.error("crawlstore: the push of %s failed: %r", seed.url, future.exception())
+    def _flush(self) -> list[Seed]:
+        """On the worker's thread, in a group's transaction: push the batch."""
+        with self._lock:
+            batch, self._batch, self._flushing = self._batch, [], False
+        self.frontier.push_many(batch)
+        return batch
+
+    def _flushed(self, future: Any) -> None:
+        """On the worker's thread, once the batch is committed (or failed)."""
+        exc = future.exception()
+        batch: list[Seed] = [] if exc is not None else future.result()
+        if exc is not None:  # the store refused the group: nothing of it was written
+            log.error("crawlstore: a batch of requests could not be stored: %r", exc)
+        for seed in batch:
+            key, _ = self.frontier.keys.pop(seed, (b"", False))
+            self._pending.discard(key)
+
+    def _changed(self) -> None:
+        """A unit that changes the crawl's counts was queued: a snapshot unit queued after it
+        counts them again, on the writer's thread (the reactor never reads the store), and
+        ``__len__`` counts the change as pending until then."""
+        with self._lock:
+            self._changes += 1
+            start = not (self._snapping or self._closing)
+            self._snapping = self._snapping or start
+        if start:
+            self._queue_snapshot()
+
+    def _queue_snapshot(self) -> None:
+        assert self.worker is not None
+        with self._lock:
+            covers = self._changes  # every change queued so far runs before the snapshot
+        future = self.worker.submit(self.frontier.stats)
+        future.add_done_callback(partial(self._snapshot_taken, covers))
+
+    def _snapshot_taken(self, covers: int, future: Any) -> None:
+        if future.exception() is None:
+            self._snapshot(future.result())
+            self._covered = max(self._covered, covers)
+        with self._lock:
+            again = self._changes > covers and not self._closing
+            self._snapping = again
+        if again:
+            self._queue_snapshot()
+        else:
+            self._wake_soon()  # the engine may be waiting to see the crawl is over
+
+    def _snapshot(self, stats: Any) -> None:
+        self._counts = (stats.queued, stats.scheduled)
+
+    def _count_filtered(self) -> None:
+        """Put what the dedup facade counted on the worker's thread (duplicates refused,
+        requests stored) in the stats, on the reactor thread."""
+        facade = getattr(self, "frontier", None)
+        if facade is None:
+            return
+        filtered, stored = facade.filtered, facade.stored
+        self._inc("dupefilter/filtered", filtered - self._reported[0])
+        self._inc("scheduler/enqueued/disk", stored - self._reported[1])
+        self._inc("scheduler/enqueued", stored - self._reported[1])
+        self._reported = (filtered, stored)
 
     def _filtered(self, request: Request) -> None:
         if self.debug:
@@ -350,13 +451,12 @@ class Scheduler:
             self._inc("scheduler/enqueued")
             return True
         key = self._key(request)
-        if not request.dont_filter and self._seen(key):  # a redirect to a page seen before
+        if not request.dont_filter and key in self._pending:  # a redirect to one on its way
             self._finish(Done(parent))
             self._filtered(request)
             return False
-        self._submit(seed, key, page=Done(parent))
-        self._inc("scheduler/enqueued/disk")
-        self._inc("scheduler/enqueued")
+        self._push(seed, key, not request.dont_filter)  # a unit queued before the parent's
+        self._finish(Done(parent))
         return True
 
     def _hook_scraper(self) -> None:
@@ -405,6 +505,7 @@ class Scheduler:
         assert self.worker is not None
         future = self.worker.finish(report, validator=validator)
         future.add_done_callback(partial(self._acked, report.seed))
+        self._changed()
 
     def _acked(self, seed: Seed, future: Any) -> None:
         if future.exception() is not None:
