@@ -242,6 +242,9 @@ class DemoSite:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog is 5: a crawler opening more connections to one
+    # host at once would see SYNs dropped and retried a second later
+    request_queue_size = 128
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A crawler killed mid-request (the demo's SIGKILL) is no error of the site."""
