@@ -60,7 +60,8 @@ class Revalidate:
     def record(self, seed: Seed, status: int, headers: Headers) -> None:
         """Keep a response's validators: a 2xx replaces them (one without validators clears
         them: they described another body); a 304 keeps them, with any field it updates."""
-        stored = self.validators.get(seed.fingerprint) if self.applies(seed) else None
+        read = status == 304 and self.applies(seed)  # only a 304 merges with what is stored
+        stored = self.validators.get(seed.fingerprint) if read else None
         fresh = self._fresh(seed, status, headers, stored)
         if fresh is not None:
             self.validators.put(seed.fingerprint, fresh)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .errors import InvalidInterval
 
-__all__ = ["Adapt", "Revisit", "RevisitTags", "once", "parse_interval", "revisit"]
+__all__ = ["Adapt", "Revisit", "RevisitTags", "TagIntervals", "once", "parse_interval", "revisit"]
 
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
@@ -45,6 +46,27 @@ class Revisit(Protocol):
     """
 
     def interval(self, tag: str | None) -> float | None: ...
+
+
+class TagIntervals:
+    """A ``Revisit`` of intervals known at runtime, by tag name: seconds, or strings such as
+    ``"1h30m"`` (``TagIntervals({"news": "10m", "feed": 90})``); a tag it does not name, or
+    no tag, is crawled once."""
+
+    def __init__(self, intervals: Mapping[str, str | float]) -> None:
+        self._seconds = {tag: _seconds(tag, value) for tag, value in intervals.items()}
+
+    def interval(self, tag: str | None) -> float | None:
+        return self._seconds.get(tag) if tag is not None else None
+
+
+def _seconds(tag: str, value: str | float) -> float:
+    if isinstance(value, str):
+        return parse_interval(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidInterval(f"the interval of {tag!r} is seconds > 0 or a string such as "
+                              f"'1h30m', not {value!r}")  # fmt: skip
+    return float(value)
 
 
 class revisit:

@@ -275,3 +275,15 @@ def test_content_hash_tells_a_change_without_validators(
         waits.append(due.until - clock())
         clock.advance(due.until - clock())
     assert waits == [90, 180, 90, 180]  # the first visit has nothing to compare with
+
+
+def test_tag_intervals_from_runtime_values() -> None:
+    from crawlstore.errors import InvalidInterval
+    from crawlstore.revisit import TagIntervals
+
+    intervals = TagIntervals({"news": "10m", "feed": 90})
+    assert (intervals.interval("news"), intervals.interval("feed")) == (600.0, 90.0)
+    assert intervals.interval("other") is None and intervals.interval(None) is None
+    for bad in (0, -1, True, "soon", None):
+        with pytest.raises(InvalidInterval):
+            TagIntervals({"x": bad})  # type: ignore[dict-item]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..errors import InvalidArgument
 from ..url import parse_http_url
 
-__all__ = ["DEFAULT_USER_AGENT", "CrawlOptions", "Intervals"]
+__all__ = ["DEFAULT_USER_AGENT", "CrawlOptions"]
 
 DEFAULT_USER_AGENT = "crawlstore (+https://pypi.org/project/crawlstore/)"
 
@@ -90,13 +90,3 @@ class CrawlOptions:
         if self.allow_hosts is not None:
             return self.allow_hosts
         return tuple(dict.fromkeys(parse_http_url(url).hostname for url in self.seeds))
-
-
-@dataclass(frozen=True, slots=True)
-class Intervals:
-    """A ``Revisit`` from ``(tag, seconds)`` pairs known at runtime."""
-
-    pairs: tuple[tuple[str, float], ...]
-
-    def interval(self, tag: str | None) -> float | None:
-        return dict(self.pairs).get(tag) if tag is not None else None

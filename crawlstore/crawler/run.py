@@ -26,11 +26,12 @@ from ..frontier.protocol import Cancelled, Report, Retry, Skipped
 from ..frontier.traps import AvoidTraps, BlockedPrefix, TrapPolicy
 from ..integrations.httpx import Outcome, build_request, plan_response
 from ..revalidate import Revalidate
+from ..revisit import TagIntervals
 from ..seed import Seed
 from ..store import Store
 from ..validators import Validator
 from .links import extract_links
-from .options import CrawlOptions, Intervals
+from .options import CrawlOptions
 from .progress import Counts, Progress
 from .robots import Robots, RobotsUnavailable
 
@@ -69,8 +70,8 @@ def build_frontier(store: Store, options: CrawlOptions) -> tuple[Frontier, Avoid
     frontier: Frontier = store.frontier("fifo", crawl=options.crawl, queues="host",
                                         delay=options.delay)  # fmt: skip
     if options.revisits:
-        frontier = frontier.revisit(Intervals(options.revisits))
-    frontier = frontier.retry_with(_retry_policy(options))
+        frontier = frontier.revisit(TagIntervals(dict(options.revisits)))
+    frontier = frontier.retry_with(RetryPolicy(options.retries, base_delay=options.retry_delay))
     policy = TrapPolicy()
     if options.trap_budget is not None:
         policy = policy.with_max_urls(options.trap_budget).with_max_fanout(options.trap_budget)
@@ -79,10 +80,6 @@ def build_frontier(store: Store, options: CrawlOptions) -> tuple[Frontier, Avoid
     if options.max_depth is not None:
         frontier = frontier.max_depth(options.max_depth)
     return frontier.allow_hosts(options.hosts()), traps
-
-
-def _retry_policy(options: CrawlOptions) -> RetryPolicy:
-    return RetryPolicy(options.retries, base_delay=options.retry_delay)
 
 
 async def crawl(

@@ -83,13 +83,19 @@ class DupeFilter(BaseDupeFilter):
             self._store.close()
 
     def log(self, request: Request, spider: Spider) -> None:
-        if self.debug:
-            log.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
-                      {"request": request, "referer": referer_str(request)})  # fmt: skip
-        elif not self._logged:
-            log.debug("Filtered duplicate request: %(request)s - no more duplicates will be "
-                      "shown (see DUPEFILTER_DEBUG to show all duplicates)",
-                      {"request": request})  # fmt: skip
-            self._logged = True
+        self._logged = log_duplicate(request, debug=self.debug, shown=self._logged)
         if self.stats is not None:
             self.stats.inc_value("dupefilter/filtered")
+
+
+def log_duplicate(request: Request, *, debug: bool, shown: bool) -> bool:
+    """Log a filtered duplicate as Scrapy's dupefilter does: each one with ``DUPEFILTER_DEBUG``,
+    else the first only (``shown``: one was); whether one is shown now."""
+    if debug:
+        log.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
+                  {"request": request, "referer": referer_str(request)})  # fmt: skip
+    elif not shown:
+        log.debug("Filtered duplicate request: %(request)s - no more duplicates will be shown "
+                  "(see DUPEFILTER_DEBUG to show all duplicates)",
+                  {"request": request})  # fmt: skip
+    return True

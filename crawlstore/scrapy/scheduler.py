@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
-from scrapy.utils.request import referer_str, request_from_dict
+from scrapy.utils.request import request_from_dict
 from twisted.python.failure import Failure
 
 from ..errors import InvalidSeed
@@ -39,10 +39,12 @@ from ..frontier.protocol import (
     Skipped,
 )
 from ..revalidate import Revalidate
+from ..revisit import TagIntervals
 from ..seed import Seed
 from ..seen import contains_many, insert_many
 from ..store import Store
 from ..validators import Validator
+from .dupefilter import log_duplicate
 from .requests import FINGERPRINT_BYTES, claim_seen, seed_from_dict, seed_to_dict
 from .settings import CrawlstoreSettings
 
@@ -81,14 +83,6 @@ _SCHEDULERS: weakref.WeakKeyDictionary[Crawler, Scheduler] = weakref.WeakKeyDict
 def scheduler_of(crawler: Crawler) -> Scheduler | None:
     """The crawlstore scheduler open for ``crawler``, if any."""
     return _SCHEDULERS.get(crawler)
-
-
-class _Intervals:
-    def __init__(self, pairs: Iterable[tuple[str, float]]) -> None:
-        self.pairs = dict(pairs)
-
-    def interval(self, tag: str | None) -> float | None:
-        return self.pairs.get(tag) if tag is not None else None
 
 
 class _ScrapyDedup(Facade):
@@ -185,7 +179,8 @@ class Scheduler:
         self._closing = False
         self._counts = (0, 0)  # queued, scheduled: the crawl's counters at the last snapshot
         self._reported = (0, 0)  # the dedup facade's counts already in the stats
-        self._logged: set[str] = set()
+        self._warned = False  # an unserializable request was logged
+        self._shown = False  # a duplicate was logged (all are, with DUPEFILTER_DEBUG)
         self.worker: Worker | None = None
 
     @classmethod
@@ -207,7 +202,7 @@ class Scheduler:
         self.seen = self.store.seen(crawl=name)
         claim_seen(base, self.seen)
         reclaimed = base.reap()
-        chain = base.revisit(_Intervals(settings.revisit)) if settings.revisit else base
+        chain = base.revisit(TagIntervals(dict(settings.revisit))) if settings.revisit else base
         self.frontier = _ScrapyDedup(chain, self.seen)
         self._snapshot(base.stats())
         self.revalidate = Revalidate(self.store.validators(crawl=name))
@@ -327,8 +322,8 @@ class Scheduler:
             data["meta"] = {k: v for k, v in meta.items() if not k.startswith(PRIVATE)}
             seed = seed_from_dict(data)
         except (ValueError, InvalidSeed) as exc:
-            if "unserializable" not in self._logged:
-                self._logged.add("unserializable")
+            if not self._warned:
+                self._warned = True
                 log.warning("Unable to serialize request: %(request)s - reason: %(reason)s - "
                             "no more unserializable requests will be logged (stats being "
                             "collected)", {"request": request, "reason": exc})  # fmt: skip
@@ -418,14 +413,7 @@ class Scheduler:
         self._reported = (filtered, stored)
 
     def _filtered(self, request: Request) -> None:
-        if self.debug:
-            log.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
-                      {"request": request, "referer": referer_str(request)})  # fmt: skip
-        elif "duplicate" not in self._logged:
-            self._logged.add("duplicate")
-            log.debug("Filtered duplicate request: %(request)s - no more duplicates will be "
-                      "shown (see DUPEFILTER_DEBUG to show all duplicates)",
-                      {"request": request})  # fmt: skip
+        self._shown = log_duplicate(request, debug=self.debug, shown=self._shown)
         self._inc("dupefilter/filtered")
 
     # -- leases ---------------------------------------------------------------------------------
