@@ -256,6 +256,8 @@ class FrontierService(pb_grpc.URLFrontierServicer):
         name = store_crawl(request.crawlID)
         view = self.reader(name)
         crawl_id = api_crawl(name)
+        if view.stats().in_flight:  # inProcess counts leases that have not expired
+            self.committer.call(self.writer(name).reap)
         if request.key:
             q = view.queue(request.key)
             if q is None:
