@@ -368,3 +368,27 @@ def test_urls_leases_and_control_state_survive_a_restart(uf: Running) -> None:
     assert uf.server.store.defaults().delay == 3.0
     uf.clock.advance(100)
     assert sorted(uf.urls(max_urls_per_queue=1)) == sorted(leased)
+
+
+def test_prometheus_metrics_under_the_reference_names(tmp_path: Path) -> None:
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    running = Running(tmp_path / "m.lmdb", ManualClock(NOW), metrics_port=port)
+    try:
+        running.put(discovered("http://a.com/1"), known("http://a.com/2", 0), discovered("ftp://x"))
+        running.get()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    finally:
+        running.stop()
+    for line in ("frontier_putURLs_calls_total 1.0", "frontier_putURLs_total 3.0",
+                 'frontier_putURLs_discovered_total{discovered="true"} 1.0',
+                 'frontier_putURLs_discovered_total{discovered="false"} 1.0',
+                 "frontier_putURLs_ignored_total 1.0", "frontier_putURLs_completed_total 1.0",
+                 "frontier_getURLs_calls_total 1.0", "frontier_getURLs_total 1.0",
+                 "frontier_getURLs_latency_seconds_count 1.0"):  # fmt: skip
+        assert line in text, line

@@ -50,6 +50,7 @@ class Server:
         if default_delay is not None:
             self.store.set_defaults(delay=default_delay)
         registry = None
+        self.metrics_server: Any = None
         if metrics_port is not None:
             from prometheus_client import CollectorRegistry, start_http_server
 
@@ -88,6 +89,8 @@ class Server:
         self._grpc.stop(grace).wait()
         self.service.close()
         self.store.close()
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
 
     def wait(self) -> None:
         self._grpc.wait_for_termination()

@@ -76,6 +76,16 @@ def _stream(
         yield answer
 
 
+def _accept(service: FrontierService, info: pb.URLInfo, call: str) -> tuple[str, Seed] | None:
+    """The store crawl and the seed of a URL; None (logged, counted) when it is SKIPPED."""
+    try:
+        return store_crawl(info.crawlID), seed_of(info)
+    except Unacceptable as exc:
+        log.info("%s: SKIPPED %r: %s", call, info.url[:200], exc)
+        service.metrics.ignored.inc()
+        return None
+
+
 def put_urls(service: FrontierService, request_iterator: Iterator[pb.URLItem],
              context: grpc.ServicerContext) -> Iterator[pb.AckMessage]:  # fmt: skip
     metrics = service.metrics
@@ -92,14 +102,11 @@ def put_urls(service: FrontierService, request_iterator: Iterator[pb.URLItem],
         if service.closing:
             answer(pb.AckMessage(ID=ack_id, status=FAIL))
             return
-        try:
-            name = store_crawl(info.crawlID)
-            seed = seed_of(info)
-        except Unacceptable as exc:
-            log.info("PutURLs: SKIPPED %r: %s", info.url[:200], exc)
-            metrics.ignored.inc()
+        accepted = _accept(service, info, "PutURLs")
+        if accepted is None:
             answer(pb.AckMessage(ID=ack_id, status=SKIPPED))
             return
+        name, seed = accepted
         if discovered:
             metrics.discovered.labels("true").inc()
 
@@ -144,14 +151,11 @@ def put_discovered(service: FrontierService, request_iterator: Iterator[pb.Disco
             return
         by_crawl: dict[str, tuple[list[int], list[Seed]]] = {}
         for i, info in enumerate(batch.items):
-            try:
-                name = store_crawl(info.crawlID)
-                seed = seed_of(info)
-            except Unacceptable as exc:
-                log.info("PutDiscovered: SKIPPED %r: %s", info.url[:200], exc)
-                metrics.ignored.inc()
+            accepted = _accept(service, info, "PutDiscovered")
+            if accepted is None:
                 statuses[i] = SKIPPED
                 continue
+            name, seed = accepted
             where, seeds = by_crawl.setdefault(name, ([], []))
             where.append(i)
             seeds.append(seed)
