@@ -257,7 +257,7 @@ class FrontierService(pb_grpc.URLFrontierServicer):
         view = self.reader(name)
         crawl_id = api_crawl(name)
         if view.stats().in_flight:  # inProcess counts leases that have not expired
-            self.committer.call(self.writer(name).reap)
+            self.committer.call(lambda: self.writer(name).reap())
         if request.key:
             q = view.queue(request.key)
             if q is None:
