@@ -179,3 +179,15 @@ def test_reuse_port_serves_one_port_from_two_processes(path: Path) -> None:
     assert first.stub.GetStats(pb.QueueWithinCrawlParams()).size == 5
     second.send_signal(signal.SIGTERM)
     assert second.wait(timeout=30) == 0 and first.stop() == 0
+
+
+def test_leases_are_the_clients_and_outlive_the_server_process(path: Path) -> None:
+    served = Served(path, "--default-delay", "0")
+    assert len(list(served.stub.PutURLs(iter([discovered(f"http://h{i}.com/")
+                                              for i in range(5)])))) == 5  # fmt: skip
+    assert len(list(served.stub.GetURLs(pb.GetParams(delay_requestable=600)))) == 5
+    assert served.stop(signal.SIGKILL) == -signal.SIGKILL
+    again = Served(path)
+    assert list(again.stub.GetURLs(pb.GetParams(delay_requestable=600))) == []
+    assert again.stub.GetStats(pb.QueueWithinCrawlParams()).inProcess == 5
+    assert again.stop() == 0

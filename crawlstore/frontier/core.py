@@ -21,7 +21,7 @@ from ..seed import Lease, Seed
 from . import listing, spi
 from .base import Frontier
 from .crawlstate import CrawlState
-from .holders import process_alive, this_process
+from .holders import REMOTE, process_alive, this_process
 from .policy import (
     DEFAULTS,
     CrawlPolicy,
@@ -409,10 +409,12 @@ class CoreFrontier(Frontier):
         queue: str | None = None,
         lease_time: float | None = None,
         max_in_flight: int | None = None,
+        remote: bool = False,
     ) -> list[Ready]:
-        """``max_in_flight`` (the core's only): take no more from a queue than leaves it
-        that many seeds in flight, on top of its own cap (the URL Frontier's
-        ``max_urls_per_queue``)."""
+        """The core's own limits: ``max_in_flight``: take no more from a queue than leaves
+        it that many seeds in flight, on top of its own cap (the URL Frontier's
+        ``max_urls_per_queue``); ``remote``: the leases are a remote client's, taken through
+        a service, and end only when they expire (not when this process is gone)."""
         check_limit(limit)
         for value in (per_queue, queues, max_in_flight):
             if value is not None:
@@ -425,7 +427,7 @@ class CoreFrontier(Frontier):
             if crawl is None or limit == 0:
                 return []
             return self._pop(crawl, self._clock(), limit, per_queue, queues, queue, lease_time,
-                             max_in_flight)  # fmt: skip
+                             max_in_flight, REMOTE if remote else self._owner)  # fmt: skip
 
         return self.storage.run(_write)
 
@@ -439,6 +441,7 @@ class CoreFrontier(Frontier):
         only: str | None,
         lease_time: float | None,
         max_in_flight: int | None = None,
+        holder: tuple[int, int] | None = None,
     ) -> list[Ready]:
         if not self._defaults.active:
             return []  # the store-wide switch is off: nothing is handed out
@@ -476,7 +479,8 @@ class CoreFrontier(Frontier):
                     if policy.limit is not None:
                         room = min(room, policy.limit - _finished(q) - q.in_flight)
                     lease = policy.lease_time if lease_time is None else lease_time
-                    taken = self._take(crawl, q, now, room, now + lease) if room > 0 else []
+                    taken = (self._take(crawl, q, now, room, now + lease, holder or self._owner)
+                             if room > 0 else [])  # fmt: skip
                     out.extend(taken)
                     took = len(taken)
                     served += took > 0
@@ -486,7 +490,13 @@ class CoreFrontier(Frontier):
         return out
 
     def _take(
-        self, crawl: CrawlRecord, q: QueueRecord, now: float, n: int, expires: float
+        self,
+        crawl: CrawlRecord,
+        q: QueueRecord,
+        now: float,
+        n: int,
+        expires: float,
+        holder: tuple[int, int],
     ) -> list[Ready]:
         out = []
         storage = self.storage
@@ -495,7 +505,7 @@ class CoreFrontier(Frontier):
             if url is None:
                 raise CorruptRecord(f"queue {q.key!r} of crawl {self.name!r} holds an entry "
                                     f"for {fp.hex()}, which has no URL record")  # fmt: skip
-            lease = LeaseRecord(b"", fp, q.key, expires, self._owner)
+            lease = LeaseRecord(b"", fp, q.key, expires, holder)
             storage.lease(crawl, q, lease)
             url.state, url.where = IN_FLIGHT, lease.token
             storage.save_url(crawl, q, url)

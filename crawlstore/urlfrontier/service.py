@@ -195,6 +195,7 @@ class FrontierService(pb_grpc.URLFrontierServicer):
                 queue=request.key or None,
                 lease_time=lease,
                 max_in_flight=per,
+                remote=True,
             )
             served += len({r.seed.meta.get("queue") or host_key(r.seed.url) for r in ready})
             crawl_id = api_crawl(name)
