@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -191,3 +192,18 @@ def test_leases_are_the_clients_and_outlive_the_server_process(path: Path) -> No
     assert list(again.stub.GetURLs(pb.GetParams(delay_requestable=600))) == []
     assert again.stub.GetStats(pb.QueueWithinCrawlParams()).inProcess == 5
     assert again.stop() == 0
+
+
+def test_without_the_urlfrontier_extra_serve_says_which_to_install(tmp_path: Path) -> None:
+    hidden = tmp_path / "hide" / "grpc"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text(
+        "raise ModuleNotFoundError('No module named grpc', name='grpc')\n")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path / "hide"), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "crawlstore", "serve", "--store",
+                           str(tmp_path / "s")], capture_output=True, text=True, env=env,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 2
+    assert "pip install 'crawlstore[urlfrontier]'" in done.stderr
+    assert not (tmp_path / "s").exists()
