@@ -53,10 +53,8 @@ def put_urls(client: Client, args: argparse.Namespace) -> int:
         for chunk in _chunks(urls, args.window):
             new = [u for u in chunk if u.refetchable_from is None]
             known = [u for u in chunk if u.refetchable_from is not None]
-            for more in (client.put_discovered(new, batch=args.batch),
-                         client.put_urls(known, window=args.window)):  # fmt: skip
-                acks = Acks(acks.ok + more.ok, acks.skipped + more.skipped,
-                            acks.failed + more.failed, acks.resend + more.resend)  # fmt: skip
+            acks += client.put_discovered(new, batch=args.batch)
+            acks += client.put_urls(known, window=args.window)
     data = {"ok": acks.ok, "skipped": acks.skipped, "failed": acks.failed}
     _out(args, data, f"{acks.ok:,} ok, {acks.skipped:,} skipped, {acks.failed:,} failed")
     return 1 if acks.failed else 0

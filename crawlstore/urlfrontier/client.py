@@ -46,6 +46,24 @@ class Acks:
     failed: int
     resend: tuple[str, ...] = ()
 
+    def __add__(self, other: Acks) -> Acks:
+        return Acks(self.ok + other.ok, self.skipped + other.skipped,
+                    self.failed + other.failed, self.resend + other.resend)  # fmt: skip
+
+
+def _tally(statuses: Iterable[tuple[str, int]]) -> Acks:
+    """The acks of (ID, status) pairs."""
+    ok = skipped = 0
+    resend: list[str] = []
+    for ack_id, status in statuses:
+        if status == pb.AckMessage.OK:
+            ok += 1
+        elif status == pb.AckMessage.SKIPPED:
+            skipped += 1
+        else:
+            resend.append(ack_id)
+    return Acks(ok, skipped, len(resend), tuple(resend))
+
 
 @dataclass(frozen=True, slots=True)
 class FrontierStats:
@@ -128,16 +146,7 @@ class Client:
                 yield url.item()
 
         def count(acks: Iterator[pb.AckMessage]) -> Acks:
-            ok = skipped = 0
-            resend: list[str] = []
-            for ack in acks:
-                if ack.status == pb.AckMessage.OK:
-                    ok += 1
-                elif ack.status == pb.AckMessage.SKIPPED:
-                    skipped += 1
-                else:
-                    resend.append(ack.ID)
-            return Acks(ok, skipped, len(resend), tuple(resend))
+            return _tally((ack.ID, ack.status) for ack in acks)
 
         return self._windowed("PutURLs", items(), window, count)
 
@@ -164,18 +173,11 @@ class Client:
                 yield pb.DiscoveredBatch(ID=f"batch-{n}", items=[u.info() for u in chunk])
 
         def count(acks: Iterator[pb.BatchAck]) -> Acks:
-            ok = skipped = 0
-            resend: list[str] = []
-            for ack in acks:
-                chunk = sent.pop(ack.ID)
-                for url, status in zip(chunk, ack.statuses, strict=True):
-                    if status == pb.AckMessage.OK:
-                        ok += 1
-                    elif status == pb.AckMessage.SKIPPED:
-                        skipped += 1
-                    else:
-                        resend.append(url.url)
-            return Acks(ok, skipped, len(resend), tuple(resend))
+            return _tally(
+                (url.url, status)
+                for ack in acks
+                for url, status in zip(sent.pop(ack.ID), ack.statuses, strict=True)
+            )
 
         return self._windowed("PutDiscovered", batches(), window, count)
 
