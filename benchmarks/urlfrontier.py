@@ -237,65 +237,77 @@ def put_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
 # -- getting URLs --------------------------------------------------------------------------------
 
 
-def _prefill(path: str, queues: int, per_queue: int, idle: bool) -> None:
-    """A store of ``queues`` queues of ``per_queue`` URLs each, the store-wide delay 0 (or,
-    ``idle``: 3600 s, and a URL of every queue handed out, so that none is due)."""
+#: GetURLs shapes: (what, max_queues x max_urls_per_queue, URLs a call, the filled store's state)
+SHAPES = {
+    "10x10": ("10 queues x 10 URLs", 10, 10, 100, "due"),
+    "1x1": ("1 queue x 1 URL", 1, 1, 1, "due"),
+    "idle": ("10 x 10, nothing due", 10, 10, 0, "idle"),
+    "capped": ("10 x 10, every queue due and at its cap", 10, 10, 0, "capped"),
+}
+
+
+def _prefill(path: str, queues: int, state: str) -> None:
+    """A store of ``queues`` queues of 10 URLs each and the store-wide delay 0 (``due``); or
+    a delay of 3600 s and a URL of every queue handed out, so that none is due (``idle``); or
+    20 URLs a queue, 10 of each handed out, so that every queue is due and at the cap of 10 in
+    flight of a 10 x 10 call (``capped``)."""
     from crawlstore.urlfrontier.convert import seed_of
 
+    per_queue = 20 if state == "capped" else 10
     urls = [f"https://q{q}.example/p/{k}" for k in range(per_queue) for q in range(queues)]
     with Store.open(path, durability="nosync") as store:
         frontier = store.frontier("fifo", crawl="default", queues="meta")
         with store.transaction():
-            store.set_defaults(delay=3600.0 if idle else 0.0)
+            store.set_defaults(delay=3600.0 if state == "idle" else 0.0)
             frontier.push_many([seed_of(i) for i in _infos(urls)], new_only=True)
-            if idle:
+            if state == "idle":
                 frontier.pop_many(queues, per_queue=1, lease_time=LEASE)
+            elif state == "capped":
+                frontier.pop_many(10 * queues, per_queue=10, lease_time=LEASE, max_in_flight=10)
 
 
 def get_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
-    sizes = (1_000,) if plan.mode == "quick" else (1_000, 10_000)
-    calls = {"10x10": 20 if plan.mode == "quick" else 50,
-             "1x1": 50 if plan.mode == "quick" else 200, "idle": 50 if plan.mode == "quick"
-             else 200}  # fmt: skip
+    quick = plan.mode == "quick"
+    sizes = (1_000,) if quick else (1_000, 10_000)
+    calls = {"10x10": 20 if quick else 50, "1x1": 50 if quick else 200,
+             "idle": 50 if quick else 200, "capped": 5 if quick else 20}  # fmt: skip
     t = Table("urlfrontier-get", "The URL Frontier service: GetURLs, a crawlstore serve "
               "process over loopback vs pop_many with the same limits in process", "call",
               "inproc-10x10@1e3", columns=["URLs a call"])  # fmt: skip
-    bases: dict[str, str] = {}
     for queues in sizes:
         tag = "1e3" if queues == 1_000 else "1e4"
-        for shape in ("10x10", "1x1", *(("idle",) if queues == 1_000 else ())):
-            what = {"10x10": "10 queues x 10 URLs", "1x1": "1 queue x 1 URL",
-                    "idle": "10 x 10, nothing due"}[shape]  # fmt: skip
+        for shape, (what, _, _, urls, _) in SHAPES.items():
+            if queues > 1_000 and shape in ("idle", "capped"):
+                continue  # capped: seconds a call at 1e4 queues (the core's scan of them)
             base = f"inproc-{shape}@{tag}"
             t.rows.append(Row(base, f"in process: pop_many, {what}, {queues:,} queues",
                               ops=calls[shape], baseline=base))  # fmt: skip
             t.rows.append(Row(f"get-{shape}@{tag}", f"GetURLs, {what}, {queues:,} queues",
                               ops=calls[shape], baseline=base,
                               note="target >= 0.5x" if base == t.baseline else ""))  # fmt: skip
-    for row in t.rows:
-        row.extra["URLs a call"] = "0" if "idle" in row.key else (
-            "1" if "1x1" in row.key else "100")  # fmt: skip
-        row.skipped = _missing()
+            for row in t.rows[-2:]:
+                row.extra["URLs a call"] = str(urls)
+                row.skipped = _missing()
     if t.rows[0].skipped:
         return t
     from crawlstore.urlfrontier import urlfrontier_pb2 as pb
 
-    progress.start("urlfrontier: GetURLs", len(t.rows) * plan.rounds + len(sizes) + 1)
+    states = sorted({(int(r.key[-1]), SHAPES[r.key.split("-", 1)[1].split("@")[0]][4])
+                     for r in t.rows})  # fmt: skip
+    progress.start("urlfrontier: GetURLs", len(t.rows) * plan.rounds + len(states))
     with scratch.dir() as filled:
-        for queues in sizes:
-            for idle in (False, True) if queues == 1_000 else (False,):
-                bases[f"{queues}{idle}"] = os.path.join(filled, f"{queues}-{idle}.lmdb")
-                _prefill(bases[f"{queues}{idle}"], queues, 10, idle)
-                progress.advance()
+        bases: dict[tuple[int, str], str] = {}
+        for exp, state in states:
+            bases[exp, state] = os.path.join(filled, f"{exp}-{state}.lmdb")
+            _prefill(bases[exp, state], 10**exp, state)
+            progress.advance()
 
         def run(row: Row, _round: int) -> float:
             shape, tag = row.key.split("-", 1)[1].split("@")
-            queues = 1_000 if tag == "1e3" else 10_000
-            per, many = (1, 1) if shape == "1x1" else (10, 10)
-            want = 0 if shape == "idle" else per * many
+            _, many, per, want, state = SHAPES[shape]
             with scratch.dir() as path:
                 copy = os.path.join(path, STORE_FILE)
-                shutil.copyfile(bases[f"{queues}{shape == 'idle'}"], copy)
+                shutil.copyfile(bases[int(tag[-1]), state], copy)
                 if row.key.startswith("inproc"):
                     store = Store.open(copy)
                     frontier = store.frontier(crawl="default")
@@ -313,7 +325,7 @@ def get_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
                         store.close()
                 with Served(copy) as served:
                     stub = _stub(served.channel())
-                    if shape != "idle":
+                    if state != "idle":
                         stub.SetDelay(pb.QueueDelayParams(key="", delay_requestable=0))
                     params = pb.GetParams(max_urls_per_queue=per, max_queues=many,
                                           delay_requestable=LEASE, crawlID="DEFAULT")  # fmt: skip
@@ -335,6 +347,10 @@ def get_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
         "the service derives from the call, a commit each, as the service's.",
         "Nothing due: a delay of 3600 s and a URL of every queue handed out before the run, "
         "so every call finds nothing.",
+        "Every queue at its cap: 20 URLs a queue, 10 of each handed out before the run; every "
+        "queue is due (delay 0) but has the 10 in flight that `max_urls_per_queue` 10 allows, "
+        "so every call finds nothing after passing over all of them (not run at 10,000 "
+        "queues, where a call takes seconds).",
     ]
     return t
 
