@@ -328,7 +328,6 @@ def markdown(stamp_: dict[str, Any], plan: Plan, tables: list[Table]) -> str:
     ]
     for t in tables:
         lines += [f"## {t.title}", ""]
-        base = t.row(t.baseline)
         extra = t.columns
         timing = [f"median / {t.unit}", f"{t.unit}s/s", "ratio"] if t.timed else []
         head = ["contender", *timing, *extra, "crash safety (kill -9 loses)", "note"]
@@ -338,9 +337,9 @@ def markdown(stamp_: dict[str, Any], plan: Plan, tables: list[Table]) -> str:
         for r in t.rows:
             ratio = t.ratio(r)
             per = r.per_op
-            label = f"**{r.label}** (baseline)" if r is base else r.label
+            label = f"**{r.label}** (baseline)" if r.key in (t.baseline, r.baseline) else r.label
             note = r.skipped or r.note
-            if r.baseline and r.baseline != t.baseline and t.row(r.baseline):
+            if r.baseline and r.baseline not in (t.baseline, r.key) and t.row(r.baseline):
                 note = f"ratio to {t.row(r.baseline).label}; {note}".rstrip("; ")  # type: ignore[union-attr]
             times = [_time(per), f"{1 / per:,.0f}" if per else "—",
                      f"{ratio:.2f}x" if ratio is not None else "—"] if t.timed else []  # fmt: skip

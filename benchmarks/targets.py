@@ -57,6 +57,14 @@ def targets(workloads: dict[str, Any]) -> list[tuple[str, str, str, bool | None]
                              ("scrapy-jobdir-sqlite", "the SQLite disk queue", 5)):  # fmt: skip
         ratio(f"Scrapy scheduler driven directly, crawlstore.scrapy.Scheduler vs {name}",
               "crawlstore", base, goal, direct)  # fmt: skip
+    put = _rows(workloads, "urlfrontier-put")
+    ratio("URL Frontier service, PutDiscovered in batches of 256, vs push_many of them in process",
+          "put-discovered", "inproc-256", 0.5, put)  # fmt: skip
+    ratio("URL Frontier service, one PutURLs stream, vs push_many of 256 in process",
+          "put-urls-1", "inproc-256-s", 0.3, put)  # fmt: skip
+    got = _rows(workloads, "urlfrontier-get")
+    ratio("URL Frontier service, GetURLs 10 queues x 10 URLs of 1,000, vs pop_many in process",
+          "get-10x10@1e3", "inproc-10x10@1e3", 0.5, got)  # fmt: skip
     scaling = workloads.get("scaling")
     if scaling:
         sizes = sorted({row["key"].rsplit("@", 1)[1] for row in scaling["rows"]},

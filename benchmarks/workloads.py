@@ -688,6 +688,12 @@ def scrapy_(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> l
             scrapy_crawls.real_crawl(plan, scratch, progress, crash)]  # fmt: skip
 
 
+def urlfrontier_(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
+    from .urlfrontier import urlfrontier
+
+    return urlfrontier(plan, scratch, progress)
+
+
 WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] = {
     "crawl": crawl_loop,
     "push-pop": push_pop,
@@ -697,4 +703,5 @@ WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] 
     "seeds": seeds,
     "validators": validators,
     "scrapy": scrapy_,
+    "urlfrontier": urlfrontier_,
 }

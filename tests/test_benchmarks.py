@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ["crawl", "push-each", "push-grouped", "pop-each", "pop-grouped", "seen-1e5",
              "open", "scaling", "seeds", "validators", "scrapy-scheduler", "scrapy-resume",
-             "scrapy-crawl"]  # fmt: skip
+             "scrapy-crawl", "urlfrontier-put", "urlfrontier-get",
+             "urlfrontier-processes"]  # fmt: skip
 
 
 @pytest.mark.bench

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import CrawlstoreError
-from . import crawl, exchange, inspect, maintain, queues, run, urls
+from . import crawl, exchange, frontier, inspect, maintain, queues, run, serve, urls
 
 __all__ = ["main"]
 
@@ -38,6 +38,8 @@ _VERBS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[t
     maintain.add_reclaim,
     maintain.add_migrate,
     crawl.add_crawl,
+    serve.add_serve,
+    frontier.add_frontier,
     run.add_demo,
     run.add_bench,
     run.add_torture,

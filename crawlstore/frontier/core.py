@@ -21,7 +21,7 @@ from ..seed import Lease, Seed
 from . import listing, spi
 from .base import Frontier
 from .crawlstate import CrawlState
-from .holders import process_alive, this_process
+from .holders import REMOTE, process_alive, this_process
 from .policy import (
     DEFAULTS,
     CrawlPolicy,
@@ -93,8 +93,8 @@ def place_sequence(order: str, cls: int, seq: int) -> int:
 def set_defaults(storage: spi.Storage, **changes: Any) -> Defaults:
     """Change the storage-wide level of the policy, which every crawl inherits where neither
     it nor a queue sets a value (``delay``, ``max_in_flight``: an int, ``"auto"`` or None for
-    no cap, ``lease_time``); the new defaults."""
-    unknown = set(changes) - {"delay", "max_in_flight", "lease_time"}
+    no cap, ``lease_time``, ``active``); the new defaults."""
+    unknown = set(changes) - {"delay", "max_in_flight", "lease_time", "active"}
     if unknown:
         raise InvalidArgument(f"no store-wide setting named {sorted(unknown)}")
     if "max_in_flight" in changes and changes["max_in_flight"] is None:
@@ -312,12 +312,14 @@ class CoreFrontier(Frontier):
         now: float,
         queues: dict[str, QueueRecord],
         totals: dict[str, int],
+        new_only: bool = False,
     ) -> Admission:
-        """Queue ``seed`` unless it is queued, in flight or scheduled already; the crawl's
-        counters change in ``totals`` (the caller adds them once), the queue's in place."""
+        """Queue ``seed`` unless it is queued, in flight or scheduled already (``new_only``:
+        unless the crawl knows it at all); the crawl's counters change in ``totals`` (the
+        caller adds them once), the queue's in place."""
         fp = seed.fingerprint
         url = self.storage.url(crawl, fp)
-        if url is not None and url.state in ACTIVE:
+        if url is not None and (new_only or url.state in ACTIVE):
             totals["refused:duplicate"] = totals.get("refused:duplicate", 0) + 1
             return Admission(Reason.DUPLICATE)
         # A URL stays in the queue it was first admitted to (a key function of its tag, say,
@@ -344,7 +346,9 @@ class CoreFrontier(Frontier):
     def push(self, seed: Seed) -> Admission:
         return self.push_many([seed])[0]
 
-    def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
+    def push_many(self, seeds: Iterable[Seed], *, new_only: bool = False) -> list[Admission]:
+        """``new_only``: refuse (as ``DUPLICATE``) every URL the crawl knows, finished ones
+        too, instead of crawling a finished one again (the URL Frontier's discovered URLs)."""
         batch = check_seeds(seeds)
 
         def _write() -> list[Admission]:
@@ -352,7 +356,7 @@ class CoreFrontier(Frontier):
             now = self._clock()
             queues: dict[str, QueueRecord] = {}
             totals: dict[str, int] = {}
-            admissions = [self._admit(crawl, seed, now, queues, totals) for seed in batch]
+            admissions = [self._admit(crawl, seed, now, queues, totals, new_only) for seed in batch]
             if totals:
                 self.storage.add_totals(crawl, totals)
             for q in queues.values():
@@ -404,9 +408,15 @@ class CoreFrontier(Frontier):
         queues: int | None = None,
         queue: str | None = None,
         lease_time: float | None = None,
+        max_in_flight: int | None = None,
+        remote: bool = False,
     ) -> list[Ready]:
+        """The core's own limits: ``max_in_flight``: take no more from a queue than leaves
+        it that many seeds in flight, on top of its own cap (the URL Frontier's
+        ``max_urls_per_queue``); ``remote``: the leases are a remote client's, taken through
+        a service, and end only when they expire (not when this process is gone)."""
         check_limit(limit)
-        for value in (per_queue, queues):
+        for value in (per_queue, queues, max_in_flight):
             if value is not None:
                 check_limit(value)
         if lease_time is not None:
@@ -416,7 +426,8 @@ class CoreFrontier(Frontier):
             crawl = self._existing()
             if crawl is None or limit == 0:
                 return []
-            return self._pop(crawl, self._clock(), limit, per_queue, queues, queue, lease_time)
+            return self._pop(crawl, self._clock(), limit, per_queue, queues, queue, lease_time,
+                             max_in_flight, REMOTE if remote else self._owner)  # fmt: skip
 
         return self.storage.run(_write)
 
@@ -429,7 +440,11 @@ class CoreFrontier(Frontier):
         queues: int | None,
         only: str | None,
         lease_time: float | None,
+        max_in_flight: int | None = None,
+        holder: tuple[int, int] | None = None,
     ) -> list[Ready]:
+        if not self._defaults.active:
+            return []  # the store-wide switch is off: nothing is handed out
         if now >= self._next_reap:
             self._reap(crawl, now)
         out: list[Ready] = []
@@ -459,10 +474,13 @@ class CoreFrontier(Frontier):
                         room = 1
                     if policy.cap is not None:
                         room = min(room, policy.cap - q.in_flight)
+                    if max_in_flight is not None:
+                        room = min(room, max_in_flight - q.in_flight)
                     if policy.limit is not None:
                         room = min(room, policy.limit - _finished(q) - q.in_flight)
                     lease = policy.lease_time if lease_time is None else lease_time
-                    taken = self._take(crawl, q, now, room, now + lease)
+                    taken = (self._take(crawl, q, now, room, now + lease, holder or self._owner)
+                             if room > 0 else [])  # fmt: skip
                     out.extend(taken)
                     took = len(taken)
                     served += took > 0
@@ -472,7 +490,13 @@ class CoreFrontier(Frontier):
         return out
 
     def _take(
-        self, crawl: CrawlRecord, q: QueueRecord, now: float, n: int, expires: float
+        self,
+        crawl: CrawlRecord,
+        q: QueueRecord,
+        now: float,
+        n: int,
+        expires: float,
+        holder: tuple[int, int],
     ) -> list[Ready]:
         out = []
         storage = self.storage
@@ -481,7 +505,7 @@ class CoreFrontier(Frontier):
             if url is None:
                 raise CorruptRecord(f"queue {q.key!r} of crawl {self.name!r} holds an entry "
                                     f"for {fp.hex()}, which has no URL record")  # fmt: skip
-            lease = LeaseRecord(b"", fp, q.key, expires, self._owner)
+            lease = LeaseRecord(b"", fp, q.key, expires, holder)
             storage.lease(crawl, q, lease)
             url.state, url.where = IN_FLIGHT, lease.token
             storage.save_url(crawl, q, url)
@@ -791,6 +815,15 @@ class CoreFrontier(Frontier):
             return True
 
         return self.storage.run(_write)
+
+    def overwrite_many(self, items: Iterable[tuple[Seed, float | None]]) -> None:
+        """Replace each URL's seed, whatever its state, ending its lease whoever holds it,
+        and schedule it at ``at``, or mark it done for good when ``at`` is None; an unknown
+        URL is created so. The URL Frontier's update of a known URL (a protocol without
+        lease tokens), all in one write unit."""
+        from .known import overwrite
+
+        overwrite(self, items)
 
     def pause_queue(self, seed: Seed, until: float) -> bool:
         check_seed(seed)

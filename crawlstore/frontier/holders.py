@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["process_alive", "this_process"]
+__all__ = ["REMOTE", "process_alive", "this_process"]
+
+#: The holder of a lease taken for a remote client (through a service): it ends when it
+#: expires, never because a process is gone.
+REMOTE = (0, 0)
 
 
 def _process_start(pid: int) -> int:
@@ -19,7 +23,10 @@ def _process_start(pid: int) -> int:
 
 
 def process_alive(pid: int, start: int) -> bool:
-    """Whether the process that took a lease still runs (a reused pid or a zombie does not)."""
+    """Whether the process that took a lease still runs (a reused pid or a zombie does not);
+    always for ``REMOTE``."""
+    if (pid, start) == REMOTE:
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -40,13 +40,20 @@ def _host_key(seed: Seed) -> str:
     return host
 
 
-_QUEUE_KEYS: dict[str, QueueKey] = {"single": lambda seed: "", "host": _host_key}
+def _meta_key(seed: Seed) -> str:
+    """The queue a seed names in ``meta["queue"]`` (a str), else its host's."""
+    key = seed.meta.get("queue")
+    return key if isinstance(key, str) else _host_key(seed)
+
+
+_QUEUE_KEYS: dict[str, QueueKey] = {"single": lambda seed: "", "host": _host_key,
+                                    "meta": _meta_key}  # fmt: skip
 
 
 def register_queue_key(name: str, function: QueueKey) -> None:
     """Make ``function`` (seed -> queue key) a queue mode named ``name``: a crawl stores the
     name, so every process that opens the crawl registers the same function first."""
-    if not isinstance(name, str) or not name or name in ("single", "host"):
+    if not isinstance(name, str) or not name or name in ("single", "host", "meta"):
         raise InvalidArgument(f"a queue mode name is a new non-empty str: {name!r}")
     if not callable(function):
         raise TypeError(f"a queue key function takes a seed and returns a str: {function!r}")
@@ -69,11 +76,13 @@ Cap = int | None | Literal["auto"]
 
 @dataclass(frozen=True, slots=True)
 class Defaults:
-    """The storage-wide level, which crawls inherit (the URL Frontier's empty-key SetDelay)."""
+    """The storage-wide level, which crawls inherit (the URL Frontier's empty-key SetDelay).
+    ``active``: False hands out nothing from any crawl (the URL Frontier's SetActive)."""
 
     delay: float = 0.0
     max_in_flight: Cap = "auto"
     lease_time: float = 600.0
+    active: bool = True
 
     def __post_init__(self) -> None:
         for name in ("delay", "lease_time"):  # the last level: nothing to inherit from
@@ -85,6 +94,8 @@ class Defaults:
         if self.max_in_flight is None:
             raise InvalidArgument('the store-wide max_in_flight is "auto", an int, or -1 (no cap)')
         check_cap(self.max_in_flight, allow_auto=True)
+        if not isinstance(self.active, bool):
+            raise InvalidArgument(f"active is True or False: {self.active!r:.100}")
 
     def to_record(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

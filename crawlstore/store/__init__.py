@@ -176,14 +176,16 @@ class Store:
         delay: float = _UNSET,
         max_in_flight: int | Literal["auto"] | None = _UNSET,
         lease_time: float = _UNSET,
+        active: bool = _UNSET,
     ) -> Defaults:
         """Change the store-wide policy (the URL Frontier's SetDelay with an empty key): each
-        value given applies to every crawl and queue that does not set its own; the new
-        defaults."""
+        value given applies to every crawl and queue that does not set its own; ``active``
+        False hands out nothing from any crawl until it is True again (the URL Frontier's
+        SetActive). The new defaults."""
         self._check_open()
         changes = {name: value for name, value in (("delay", delay),
-                   ("max_in_flight", max_in_flight), ("lease_time", lease_time))
-                   if value is not _UNSET}  # fmt: skip
+                   ("max_in_flight", max_in_flight), ("lease_time", lease_time),
+                   ("active", active)) if value is not _UNSET}  # fmt: skip
         return set_defaults(self._storage, **changes)
 
     def crawls(self) -> list[str]:

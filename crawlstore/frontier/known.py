@@ -1,0 +1,65 @@
+"""The core's overwrite of URLs, for protocols that update a URL without a lease token (the
+URL Frontier's known URLs): whatever state the URL is in, its lease (anyone's) ends, its seed
+is replaced, and it is scheduled again or finished for good."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..errors import CorruptRecord
+from ..seed import Seed
+from . import spi
+from .protocol import check_seed, check_time
+from .spi import DONE, IN_FLIGHT, REVISIT, QueueRecord, UrlRecord
+
+if TYPE_CHECKING:
+    from .core import CoreFrontier
+
+__all__ = ["overwrite"]
+
+
+def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) -> None:
+    batch = list(items)
+    for seed, at in batch:
+        check_seed(seed)
+        if at is not None:
+            check_time("at", at)
+    if not batch:
+        return
+    storage = core.storage
+
+    def _write() -> None:
+        crawl = core._crawl_for_write()
+        now = core._clock()
+        queues: dict[str, QueueRecord] = {}
+        for seed, at in batch:
+            fresh = seed.with_lease(None) if seed.lease is not None else seed
+            url = storage.url(crawl, seed.fingerprint)
+            key = url.queue if url is not None else core._key_for(crawl, seed)
+            q = queues.get(key)
+            if q is None:
+                q = queues[key] = core._queue(crawl, key, now)
+            if url is None:
+                url = UrlRecord(seed.fingerprint, fresh, spi.SCHEDULED, key, None, now)
+                core._count(crawl, q, admitted=1)
+            elif url.state == IN_FLIGHT:
+                lease = storage.get_lease(crawl, url.where)
+                if lease is None:
+                    raise CorruptRecord(f"URL {url.fp.hex()} of crawl {core.name!r} is in "
+                                        "flight without its lease")  # fmt: skip
+                url = core._end(crawl, q, lease)
+            else:
+                core._unplace(crawl, q, url)
+            url.seed = fresh
+            if at is None:
+                url.state, url.where, url.kind = DONE, None, None
+                url.outcome = (now, None, None, DONE)
+                storage.save_url(crawl, q, url)
+                core._count(crawl, q, done=1, **{spi.FINISHED[DONE]: 1})
+            else:
+                core._schedule(crawl, q, url, at, REVISIT)
+        for q in queues.values():
+            core._place(crawl, q, now)
+
+    storage.run(_write)
