@@ -119,3 +119,18 @@ def test_many_queues_pop_without_scanning(store: Store) -> None:
     with counting(store) as counts:
         f.push(page("new.com", "x"))
     assert sum(counts.values()) <= 30, counts
+
+
+def test_a_pop_passing_over_capped_queues_reads_each_a_bounded_number_of_times(
+    store: Store,
+) -> None:
+    """Every due queue at the call's in-flight cap (the URL Frontier's max_urls_per_queue): a
+    pop finds nothing, reading the due index in pages that double, not once a page each."""
+    f = store.frontier("fifo", queues="host", max_in_flight=None, delay=0)
+    n = 800
+    f.push_many([page(f"h{h}.com", str(i)) for h in range(n) for i in range(3)])
+    while f.core.pop_many(500, per_queue=2, max_in_flight=2):
+        pass
+    with counting(store) as counts:
+        assert f.core.pop_many(100, per_queue=2, queues=10, max_in_flight=2) == []
+    assert sum(counts.values()) <= 5 * n, counts  # a few reads a queue (once a page: 14 n)

@@ -454,9 +454,11 @@ class CoreFrontier(Frontier):
             if only is not None:
                 q = self.storage.queue(crawl, only)
                 candidates = [q] if q is not None and only not in visited else []
-            else:  # as many as are still wanted, past those visited (they may come again)
+            else:  # past those visited (they may come again), twice as many each round: a
+                # pop that passes over many queues it cannot take from (at a cap) reads each
+                # a bounded number of times, not once a round
                 wanted = min(_BATCH, limit - len(out))
-                candidates = self.storage.due_queues(crawl, now, len(visited) + wanted)
+                candidates = self.storage.due_queues(crawl, now, 2 * len(visited) + wanted)
             fresh = [q for q in candidates if q.key not in visited]
             if not fresh:
                 break

@@ -262,9 +262,11 @@ class MemoryStorage:
         data: _Crawl = crawl.ref
         index = data.index
         taken: list[tuple[float, int, str]] = []
+        seen: set[tuple[float, int, str]] = set()
         while index and len(taken) < limit and index[0][0] <= now:
             entry = heapq.heappop(index)
-            if data.indexed.get(entry[2]) == entry[:2] and entry not in taken:
+            if data.indexed.get(entry[2]) == entry[:2] and entry not in seen:
+                seen.add(entry)
                 taken.append(entry)  # stale ones are dropped on the way
         for entry in taken:
             heapq.heappush(index, entry)
