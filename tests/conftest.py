@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,6 +46,17 @@ def store(tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
     """A fresh store on the test's clock (group commit: fsync is not what tests check)."""
     with Store.open(tmp_path / "store.lmdb", clock=clock, durability="nosync") as s:
         yield s
+
+
+def env_without(tmp_path: Path, module: str) -> dict[str, str]:
+    """The environment of a child process in which importing ``module`` fails, as when the
+    extra that brings it is not installed."""
+    hidden = tmp_path / "hide" / module
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text(
+        f"raise ModuleNotFoundError('No module named {module}', name={module!r})\n")  # fmt: skip
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path / "hide"), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
 
 
 def seed(path: str, **fields: object) -> Seed:

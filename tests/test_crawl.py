@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import env_without
 from test_cli import COMMAND, cli
 
 from crawlstore import Store
@@ -178,12 +178,7 @@ def test_bad_arguments_exit_2_naming_the_problem(tmp_path: Path) -> None:
 
 
 def test_without_the_crawl_extra_it_says_which_to_install(tmp_path: Path) -> None:
-    hidden = tmp_path / "hide" / "httpx"
-    hidden.mkdir(parents=True)
-    (hidden / "__init__.py").write_text(
-        "raise ModuleNotFoundError('No module named httpx', name='httpx')\n")  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(tmp_path / "hide"), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
+    env = env_without(tmp_path, "httpx")
     for verb in (["crawl", "https://example.com/", "--store", str(tmp_path / "s")], ["demo"]):
         done = subprocess.run([sys.executable, "-m", "crawlstore", *verb], capture_output=True,
                               text=True, env=env, timeout=60)  # fmt: skip

@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
+from conftest import env_without
 from test_cli import COMMAND
 from urlfrontier_helpers import OK, discovered, known
 
@@ -195,12 +196,7 @@ def test_leases_are_the_clients_and_outlive_the_server_process(path: Path) -> No
 
 
 def test_without_the_urlfrontier_extra_serve_says_which_to_install(tmp_path: Path) -> None:
-    hidden = tmp_path / "hide" / "grpc"
-    hidden.mkdir(parents=True)
-    (hidden / "__init__.py").write_text(
-        "raise ModuleNotFoundError('No module named grpc', name='grpc')\n")  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(tmp_path / "hide"), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
+    env = env_without(tmp_path, "grpc")
     done = subprocess.run([sys.executable, "-m", "crawlstore", "serve", "--store",
                            str(tmp_path / "s")], capture_output=True, text=True, env=env,
                           timeout=60)  # fmt: skip

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import argparse
 import base64
-import gzip
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any, cast
+from typing import Any
 
 from ..seed import Seed
 from ..store import Store
+from ..textfiles import open_text
 from . import jobdir
 from .bar import progress
 
@@ -42,14 +42,6 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def _open(path: str, mode: str) -> IO[str]:
-    if path == "-":
-        return sys.stdout if "w" in mode else sys.stdin
-    if path.endswith(".gz"):
-        return cast(IO[str], gzip.open(path, mode, encoding="utf-8"))
-    return open(path, mode, encoding="utf-8")
-
-
 # -- export / import ------------------------------------------------------------------------------
 
 
@@ -69,18 +61,11 @@ def export(args: argparse.Namespace) -> int:
         if args.crawl not in store.crawls():
             print(f"crawlstore export: {args.path} has no crawl {args.crawl!r}", file=sys.stderr)
             return 3
-        out = _open(args.output, "wt")
         total = store.frontier(crawl=args.crawl).count()
-        try:
-            with progress(f"export {args.crawl}", total) as advance:
-                for record in store.export(crawl=args.crawl):
-                    out.write(json.dumps(_encode(record), separators=(",", ":")) + "\n")
-                    advance(record.get("type") == "url")
-        finally:
-            if out is not sys.stdout:
-                out.close()
-            else:
-                out.flush()
+        with open_text(args.output, "w") as out, progress(f"export {args.crawl}", total) as advance:
+            for record in store.export(crawl=args.crawl):
+                out.write(json.dumps(_encode(record), separators=(",", ":")) + "\n")
+                advance(record.get("type") == "url")
     return 0
 
 
@@ -131,16 +116,12 @@ def load(args: argparse.Namespace) -> int:
     if args.json:
         print("crawlstore import: --json goes with --from-jobdir", file=sys.stderr)
         return 2
-    source = _open(args.dump, "rt")
     try:
-        with Store.open(args.path) as store:
+        with open_text(args.dump, "r") as source, Store.open(args.path) as store:
             name = store.load(_records(source, args.dump), crawl=args.crawl)
     except ValueError as exc:
         print(f"crawlstore import: {exc}", file=sys.stderr)
         return 3
-    finally:
-        if source is not sys.stdin:
-            source.close()
     print(f"{args.path}: crawl {name} loaded from {args.dump}")
     return 0
 
@@ -163,33 +144,28 @@ def add_seed(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def seed(args: argparse.Namespace) -> int:
-    source = _open(args.file, "rt")
     counts = {"admitted": 0, "refused": 0, "invalid": 0}
-    try:
-        with Store.open(args.path) as store:
-            frontier = store.frontier(crawl=args.crawl).dedup_with(store.seen(crawl=args.crawl))
-            batch: list[Seed] = []
-            for number, line in enumerate(source, 1):
-                url = line.strip()
-                if not url or url.startswith("#"):
-                    continue
-                try:
-                    one = Seed.get(url)
-                except ValueError as exc:
-                    counts["invalid"] += 1
-                    print(f"crawlstore seed: line {number}: {exc}", file=sys.stderr)
-                    continue
-                if args.tag is not None:
-                    one = one.with_tag(args.tag)
-                if args.priority:
-                    one = one.with_priority(args.priority)
-                batch.append(one)
-                if len(batch) >= _BATCH:
-                    _push(store, frontier, batch, counts)
-            _push(store, frontier, batch, counts)
-    finally:
-        if source is not sys.stdin:
-            source.close()
+    with open_text(args.file, "r") as source, Store.open(args.path) as store:
+        frontier = store.frontier(crawl=args.crawl).dedup_with(store.seen(crawl=args.crawl))
+        batch: list[Seed] = []
+        for number, line in enumerate(source, 1):
+            url = line.strip()
+            if not url or url.startswith("#"):
+                continue
+            try:
+                one = Seed.get(url)
+            except ValueError as exc:
+                counts["invalid"] += 1
+                print(f"crawlstore seed: line {number}: {exc}", file=sys.stderr)
+                continue
+            if args.tag is not None:
+                one = one.with_tag(args.tag)
+            if args.priority:
+                one = one.with_priority(args.priority)
+            batch.append(one)
+            if len(batch) >= _BATCH:
+                _push(store, frontier, batch, counts)
+        _push(store, frontier, batch, counts)
     if args.json:
         json.dump(counts, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")

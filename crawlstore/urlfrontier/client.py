@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 import grpc
 
 from ..errors import CrawlstoreError
+from ..textfiles import open_text
 from . import urlfrontier_pb2 as pb
 from . import urlfrontier_pb2_grpc as pb_grpc
-from .items import URL, dump_line, open_text
+from .items import URL, dump_line
 
 __all__ = ["Acks", "Client", "FrontierError", "FrontierStats", "QueueList"]
 

@@ -4,20 +4,17 @@ them), read back along with plain URL lines. No gRPC calls."""
 
 from __future__ import annotations
 
-import gzip
 import os
-import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO
 
 from google.protobuf import json_format
 
 from ..errors import CrawlstoreError
+from ..textfiles import open_text
 from . import urlfrontier_pb2 as pb
 
-__all__ = ["URL", "DumpError", "dump_line", "open_text", "read_urls"]
+__all__ = ["URL", "DumpError", "dump_line", "read_urls"]
 
 
 class DumpError(CrawlstoreError, ValueError):
@@ -73,22 +70,6 @@ class URL:
 def dump_line(item: pb.URLItem) -> str:
     """One line of a dump: the item in protobuf's JSON mapping, on one line."""
     return json_format.MessageToJson(item, indent=None)
-
-
-@contextmanager
-def open_text(path: str | os.PathLike[str], mode: str) -> Iterator[IO[str]]:
-    """A text file to read (``mode`` "r") or write ("w"); gzip for a name ending in ``.gz``,
-    stdin or stdout for ``-``."""
-    name = os.fspath(path)
-    if name == "-":
-        yield sys.stdin if mode == "r" else sys.stdout
-        return
-    if name.endswith(".gz"):
-        with gzip.open(name, "rt" if mode == "r" else "wt", encoding="utf-8") as zipped:
-            yield zipped
-    else:
-        with open(name, mode, encoding="utf-8") as file:
-            yield file
 
 
 def read_urls(path: str | os.PathLike[str], *, crawl: str = "DEFAULT") -> Iterator[URL]:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import grpc
 
 from ..errors import CrawlstoreError, InvalidArgument, PolicyConflict, ReadOnlyStore, StoreFull
-from ..frontier import Ready
+from ..frontier import QueueInfo, Ready
 from ..store import Store, StoreFrontier
 from . import urlfrontier_pb2 as pb
 from . import urlfrontier_pb2_grpc as pb_grpc
@@ -57,6 +57,22 @@ def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     if isinstance(exc, CrawlstoreError):
         return grpc.StatusCode.UNAVAILABLE, f"{type(exc).__name__}: {exc}"
     return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+
+
+def _every_queue(view: StoreFrontier) -> Iterator[QueueInfo]:
+    """The crawl's queues in key order, read a page at a time."""
+    after: str | None = None
+    while True:
+        page = view.queues(after=after, limit=_PAGE)
+        yield from page
+        if len(page) < _PAGE:
+            return
+        after = page[-1].key
+
+
+def _holds(q: QueueInfo) -> bool:
+    """Whether a queue holds URLs not completed (queued, in transit or scheduled)."""
+    return q.queued + q.in_flight + q.scheduled > 0
 
 
 def _rpc(method: Callable[..., _T]) -> Callable[..., _T]:
@@ -169,8 +185,6 @@ class FrontierService(pb_grpc.URLFrontierServicer):
     def _pop(self, names: list[str] | None, request: pb.GetParams) -> list[tuple[Ready, str]]:
         """Hand out what GetURLs asks for: round robin over the crawls (each call starts at
         the next one) and, in each, the core's round robin over its queues."""
-        if not self.store.defaults().active:
-            return []
         known = self.store.crawls()
         if names is None:
             names = known
@@ -235,19 +249,11 @@ class FrontierService(pb_grpc.URLFrontierServicer):
         now = self.store.clock()
         matching = 0
         values: list[str] = []
-        after: str | None = None
-        while True:
-            page = view.queues(after=after, limit=_PAGE)
-            for q in page:
-                if request.include_inactive or (
-                    q.blocked_until < now and q.queued + q.in_flight + q.scheduled > 0
-                ):
-                    if request.start <= matching < request.start + size:
-                        values.append(q.key)
-                    matching += 1
-            if len(page) < _PAGE:
-                break
-            after = page[-1].key
+        for q in _every_queue(view):
+            if request.include_inactive or (q.blocked_until < now and _holds(q)):
+                if request.start <= matching < request.start + size:
+                    values.append(q.key)
+                matching += 1
         return pb.QueueList(values=values, total=matching, start=request.start, size=len(values),
                             crawlID=api_crawl(name))  # fmt: skip
 
@@ -276,14 +282,9 @@ class FrontierService(pb_grpc.URLFrontierServicer):
         stats = view.stats()
         completed = sum(view.count(state=s) for s in ("done", "failed", "skipped"))
         queues = active = 0
-        after: str | None = None
-        while True:  # the queue records only, never a URL
-            page = view.queues(after=after, limit=_PAGE)
-            queues += len(page)
-            active += sum(q.queued + q.in_flight + q.scheduled > 0 for q in page)
-            if len(page) < _PAGE:
-                break
-            after = page[-1].key
+        for q in _every_queue(view):  # the queue records only, never a URL
+            queues += 1
+            active += _holds(q)
         return pb.Stats(size=stats.queued + stats.in_flight + stats.scheduled,
                         inProcess=stats.in_flight, numberOfQueues=queues, crawlID=crawl_id,
                         counts={"completed": completed, "active_queues": active})  # fmt: skip
