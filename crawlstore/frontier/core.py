@@ -597,10 +597,11 @@ class CoreFrontier(Frontier):
         self._next_reap = now + self.reap_interval
         alive: dict[tuple[int, int], bool] = {}
         ended = []
+        local = self.storage.capabilities.local_holders
         for lease in self.storage.leases(crawl):
             owner = lease.owner
             if owner not in alive:
-                alive[owner] = owner == self._owner or process_alive(*owner)
+                alive[owner] = not local or owner == self._owner or process_alive(*owner)
             if not alive[owner] or lease.expires <= now:
                 ended.append(lease)
         queues: dict[str, QueueRecord] = {}

@@ -61,10 +61,18 @@ class Capabilities:
     persistent: bool
     #: A transaction spans every view (frontier, seen set, validators) of the storage.
     atomic_views: bool
-    #: What a commit promises: "memory", "os" (survives a killed process), "disk" (a power loss).
+    #: What a commit promises: "memory", "os" (survives a killed process), "disk" (a power
+    #: loss); on a replicated server, "replicated-async" (survives a killed process; a failover
+    #: may lose the last commits) or "replicated-wait" (a replica has each commit too).
     durability: str
     #: Several processes can share it.
     shared: bool
+    #: Every process holding a lease runs on this machine, so a lease whose process is gone
+    #: can end at once; False where processes on other machines share the storage (leases
+    #: then end by time only).
+    local_holders: bool = True
+    #: A ``reader()`` reads one point-in-time snapshot across its calls.
+    snapshot: bool = False
 
 
 class CrawlRecord:

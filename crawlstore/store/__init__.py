@@ -19,7 +19,7 @@ from ..frontier.policy import Defaults
 from ..frontier.protocol import _UNSET, QueueInfo, check_time
 from .backup import copy_compacted
 from .engine import DATABASES, FORMAT_VERSION, Durability, Engine
-from .exchange import export_store, load_store, new_crawl
+from .exchange import crawl_holds, export_store, load_store, new_crawl
 from .frontier import StoreFrontier
 from .seen import StoreBloomSeen, StoreSeen
 from .storage import LmdbStorage
@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 _DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
+#: URL schemes of stores on a Redis server or cluster (``crawlstore.redis``).
+_REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 #: The longest crawl name, in UTF-8 bytes (names are keys).
 MAX_CRAWL_NAME = 200
 
@@ -82,7 +84,8 @@ class Store:
         max_map_size: int = _DEFAULT_MAX_MAP,
         flush_interval: float = 1.0,
     ) -> Store:
-        """Open (or create) the store at ``path``.
+        """Open (or create) the store at ``path``; a URL ``redis://host:port/?ns=name`` or
+        ``redis+cluster://host:port/?ns=name`` opens a store on Redis (``RedisStore``).
 
         ``durability``: ``"safe"`` (default: a power loss may lose the last commit, never
         corrupts), ``"full"`` or ``"nosync"`` (may corrupt on power loss), see ``Durability``.
@@ -91,6 +94,10 @@ class Store:
         past which writes raise ``StoreFull``. ``readonly=True`` inspects a store while a crawl
         writes to it. Raises ``NotAStore`` or ``IncompatibleStore`` without touching the file.
         """
+        if isinstance(path, str) and path.partition("://")[0] in _REDIS_SCHEMES:
+            from ..redis import RedisStore
+
+            return RedisStore.open_url(path, clock=clock)
         mode = _durability(durability)
         if not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
@@ -163,7 +170,11 @@ class Store:
         ``InvalidArgument``; when the block raises, the crawl is removed again, so a fill that
         fails leaves no trace."""
         self._check_open()
-        return new_crawl(self._storage, self.frontier(crawl=self._check_name(name)))
+        return new_crawl(self._holds, self.frontier(crawl=self._check_name(name)))
+
+    def _holds(self, name: str) -> bool:
+        """Whether the crawl holds anything (a frontier, seen set or validators)."""
+        return crawl_holds(self._storage, name)
 
     def defaults(self) -> Defaults:
         """The store-wide policy every crawl inherits where it sets no value of its own."""

@@ -162,6 +162,7 @@ class LmdbStorage:
             atomic_views=True,
             durability="disk" if engine.durability is not Durability.NOSYNC else "os",
             shared=True,
+            snapshot=True,
         )
         self._local = threading.local()  # each thread's read transaction, while it reads
         #: The write unit running now: (its thread, its transaction).
