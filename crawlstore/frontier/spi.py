@@ -13,7 +13,7 @@ Storages in this package: ``frontier.memory.MemoryStorage`` and the store's ``Lm
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -73,6 +73,9 @@ class Capabilities:
     local_holders: bool = True
     #: A ``reader()`` reads one point-in-time snapshot across its calls.
     snapshot: bool = False
+    #: The queue mode of a crawl created without one: ``"host"`` where a single queue would
+    #: hold all of a crawl's seeds in one shard of a sharded storage.
+    default_queues: str = "single"
 
 
 class CrawlRecord:
@@ -337,6 +340,11 @@ class Storage(Protocol):
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None: ...
 
     # -- URLs -----------------------------------------------------------------------------------
+
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
+        """Read ahead what the unit reads next: these URLs, and these queues with their
+        entries, leases and schedule. A storage whose reads are round trips (a server) reads
+        them at once; the others do nothing."""
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None: ...
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:

@@ -31,7 +31,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Any, TypeVar
 
 import mmh3
@@ -91,6 +91,7 @@ class RedisStorage:
             shared=True,
             local_holders=False,
             snapshot=False,
+            default_queues="host",
         )
         self._cache = Cache()
         self._lock = threading.RLock()
@@ -523,8 +524,9 @@ class RedisStorage:
 
     # -- URLs -----------------------------------------------------------------------------------
 
-    def prefetch_fields(self, wanted: dict[bytes, list[bytes]]) -> None:
-        """Read these hash fields into the unit's cache, in one pipeline."""
+    def prefetch_fields(self, wanted: dict[bytes, list[bytes]], sets: Sequence[bytes] = ()) -> None:
+        """Read these hash fields into the unit's cache, and these sorted sets, in one
+        pipeline."""
         u = self.u()
         fields = u.cache.fields
         pending = {}
@@ -534,10 +536,31 @@ class RedisStorage:
                 missing = [f for f in dict.fromkeys(names) if f not in known]
                 if missing:
                     pending[key] = missing
-        if pending:
-            replies = self.server.read([("HMGET", k, *v) for k, v in pending.items()])
-            for (key, names), values in zip(pending.items(), replies, strict=True):
+        loads = u.unread(sets)
+        if pending or loads:
+            commands = [("HMGET", k, *v) for k, v in pending.items()]
+            replies = self.server.read(commands + [u.whole_read(key) for key in loads])
+            for (key, names), values in zip(pending.items(), replies, strict=False):
                 fields.setdefault(key, {}).update(zip(names, values, strict=True))
+            for key, members in zip(loads, replies[len(commands) :], strict=True):
+                u.loaded(key, members)
+
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
+        """Read ahead in two pipelines: the URLs and the queues' records with their entries,
+        leases and schedule; then the URLs at the head of those queues."""
+        wanted: dict[bytes, list[bytes]] = {}
+        for key in queues:
+            wanted.setdefault(self._queue_bucket(crawl, key) + b":q", []).append(
+                key.encode("utf-8", "surrogatepass"))  # fmt: skip
+        for fp in fps:
+            wanted.setdefault(self.fp_bucket(crawl, fp) + b":u", []).append(fp)
+        u = self.u()
+        sets = [self._qkey(crawl, key, kind) for key in queues for kind in (b":p:", b":e:", b":s:")]
+        self.prefetch_fields(wanted, sets)
+        if queues:
+            heads = [m[13:] for key in queues
+                     for m in u.zrange(self._qkey(crawl, key, b":p:"), None, None, 4)]  # fmt: skip
+            self.prefetch_urls(crawl, heads)
 
     def prefetch_urls(self, crawl: CrawlRecord, fps: list[bytes]) -> None:
         """Read these URLs' records ahead, in one pipeline."""

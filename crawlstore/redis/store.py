@@ -5,14 +5,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, overload
 
 from ..clock import Clock, system_clock
 from ..errors import StoreError
-from ..frontier.protocol import _UNSET
 from ..store import Store
 from ..store.engine import Durability
-from ..store.frontier import StoreFrontier
 from .exchange import crawl_holds, export_crawl, load_crawl
 from .server import Address, Server
 from .storage import RedisStorage
@@ -97,31 +95,6 @@ class RedisStore(Store):
         return crawl_holds(self._redis, name)
 
     # -- views ----------------------------------------------------------------------------------
-
-    def frontier(
-        self,
-        order: str | None = None,
-        *,
-        crawl: str = "default",
-        queues: str | None = None,
-        delay: float | None = _UNSET,
-        max_in_flight: int | Literal["auto"] | None = _UNSET,
-        lease_time: float | None = _UNSET,
-        reap_interval: float = 10.0,
-    ) -> StoreFrontier:
-        """The crawl's frontier, as ``Store.frontier``; a crawl created here has per-host
-        queues unless ``queues`` says otherwise (one queue would live in one hash slot, on one
-        master)."""
-        self._check_open()
-
-        def created() -> bool:
-            return self._redis.crawl(self._check_name(crawl)) is not None
-
-        if queues is None and not self._redis.view(created):
-            queues = "host"
-        return super().frontier(order, crawl=crawl, queues=queues, delay=delay,
-                                max_in_flight=max_in_flight, lease_time=lease_time,
-                                reap_interval=reap_interval)  # fmt: skip
 
     @overload  # type: ignore[override]
     def seen(self, *, crawl: str = "default", bloom: None = None,

@@ -19,6 +19,7 @@ import bisect
 import contextlib
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import msgpack
@@ -27,6 +28,9 @@ from ..errors import StoreError
 from .server import Server, key_slot
 
 __all__ = ["Cache", "Unit"]
+
+#: A write: its key, then its opcode and operands.
+Write = tuple[bytes, tuple[Any, ...]]
 
 #: Sorted sets of up to this many members are read whole and kept in the cache.
 WHOLE = 256
@@ -127,7 +131,7 @@ class Unit:
                 written = self.server.apply(groups)
                 epoch = self.server.fcall("cs_release", keys, [self.token, 1, 0])
             else:
-                data, args = self._flat(start=4)
+                data, args = self._flat(self._coalesced(), start=4)
                 epoch = self.server.fcall("cs_commit", keys + data, [self.token, *args])
                 written = {None}
         except BaseException:
@@ -147,11 +151,37 @@ class Unit:
             self.server.fcall("cs_release", [self._lock, self._epoch, self._journal],
                               [self.token, 0, 0])  # fmt: skip
 
-    def _flat(self, start: int) -> tuple[list[bytes], list[Any]]:
+    def _coalesced(self) -> list[tuple[bytes, tuple[Any, ...]]]:
+        """The unit's writes, the last one of each field or member only (a unit writes a
+        queue's record and the totals many times over)."""
+        per_key: dict[bytes, tuple[bool, dict[tuple[str, Any], tuple[Any, ...]]]] = {}
+        for key, op in self.ops:
+            code = op[0]
+            if code == "D":
+                per_key[key] = (True, {})
+                continue
+            entry = per_key.get(key)
+            if entry is None:
+                entry = per_key[key] = (False, {})
+            last = entry[1]
+            last[(code.lower(), op[1]) if code != "B" else ("b", len(last))] = op
+        out = []
+        for key, (deleted, last) in per_key.items():
+            if deleted:
+                out.append((key, ("D",)))
+            out.extend((key, op) for op in last.values())
+        return out
+
+    @staticmethod
+    def _flat(
+        ops: list[tuple[bytes, tuple[Any, ...]]], start: int
+    ) -> tuple[list[bytes], list[Any]]:
+        """The writes as ``cs_apply`` takes them: keys, and each write naming its key's index
+        (from ``start``)."""
         index: dict[bytes, int] = {}
         keys: list[bytes] = []
         args: list[Any] = []
-        for key, op in self.ops:
+        for key, op in ops:
             i = index.get(key)
             if i is None:
                 i = index[key] = len(keys) + start
@@ -163,16 +193,9 @@ class Unit:
 
     def _groups(self) -> list[tuple[list[bytes], list[Any]]]:
         by_slot: dict[int, list[tuple[bytes, tuple[Any, ...]]]] = {}
-        for entry in self.ops:
+        for entry in self._coalesced():
             by_slot.setdefault(key_slot(entry[0]), []).append(entry)
-        groups = []
-        for ops in by_slot.values():
-            saved, self.ops = self.ops, ops
-            try:
-                groups.append(self._flat(start=1))
-            finally:
-                self.ops = saved
-        return groups
+        return [self._flat(ops, start=1) for ops in by_slot.values()]
 
     # -- hashes ---------------------------------------------------------------------------------
 
@@ -211,14 +234,10 @@ class Unit:
         if whole is None:
             added, removed = self._added.get(key, set()), self._removed.get(key, set())
             if not added and not removed and key not in cache.big:
-                members = self.server.read([("ZRANGE", key, "-", "+", "BYLEX", "LIMIT", 0,
-                                             WHOLE + 1)])[0]  # fmt: skip
-                if len(members) <= WHOLE:  # small: kept whole from now on
-                    whole = cache.zsets[key] = list(members)
-                else:
-                    cache.big.add(key)
-                    if after is None and before is None:
-                        return list(members[:limit])
+                members = self.server.read([self.whole_read(key)])[0]
+                whole = self.loaded(key, members)
+                if whole is None and after is None and before is None:
+                    return list(members[:limit])
         if whole is None:
             lo = b"-" if after is None else (b"[" if inclusive else b"(") + after
             hi = b"+" if before is None else b"(" + before
@@ -232,6 +251,24 @@ class Unit:
             start = (bisect.bisect_left if inclusive else bisect.bisect_right)(whole, after)
         end = len(whole) if before is None else bisect.bisect_left(whole, before)
         return whole[start : min(end, start + limit)]
+
+    def unread(self, keys: Iterable[bytes]) -> list[bytes]:
+        """Those of these sorted sets a read would load whole."""
+        cache = self.cache
+        return [k for k in dict.fromkeys(keys) if k not in cache.zsets and k not in cache.big
+                and k not in self._added and k not in self._removed]  # fmt: skip
+
+    @staticmethod
+    def whole_read(key: bytes) -> tuple[Any, ...]:
+        return ("ZRANGE", key, "-", "+", "BYLEX", "LIMIT", 0, WHOLE + 1)
+
+    def loaded(self, key: bytes, members: list[bytes]) -> list[bytes] | None:
+        """Keep a sorted set read with ``whole_read`` (None: too large to keep)."""
+        if len(members) > WHOLE:
+            self.cache.big.add(key)
+            return None
+        whole = self.cache.zsets[key] = list(members)
+        return whole
 
     def zadd(self, key: bytes, member: bytes) -> None:
         whole = self.cache.zsets.get(key)

@@ -23,7 +23,7 @@ import functools
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
@@ -688,6 +688,9 @@ class LmdbStorage:
         url = decode_url(crawl.ref + fp, raw)
         url.ref = True  # stored: its queue lists it already
         return url
+
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
+        pass  # reads are memory reads
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
         raw = self.get("urls", crawl.ref + fp)
