@@ -100,6 +100,9 @@ class RedisStorage:
         self.meta = self._open_meta()
         self.buckets = int(self.meta["buckets"])
         self._shift = 16 - (self.buckets.bit_length() - 1)
+        #: Each crawl's bucket tags, and the key names of the queues lately used.
+        self._tags: dict[int, list[bytes]] = {}
+        self._names: dict[tuple[int, str, bytes], bytes] = {}
         #: Leading bytes of a fingerprint its bucket decides.
         self.fp_skip = (self.buckets.bit_length() - 1) // 8
 
@@ -175,11 +178,11 @@ class RedisStorage:
     def scratch(self, operation: Callable[[], _T]) -> _T:
         if self._unit is not None and journal.check_owner(self._owner, self):
             unit = self._unit
-            saved = list(unit.ops)
+            saved = unit.snapshot()
             try:
                 return operation()
             finally:
-                del unit.ops[len(saved) :]
+                unit.restore(saved)
                 self._cache.clear()  # what the dry run wrote is in the cache: forget it all
                 unit.cache.epoch = None
         with self._write(discard=True):
@@ -200,7 +203,13 @@ class RedisStorage:
         return crawl.ref[1]  # type: ignore[no-any-return]
 
     def bucket_tag(self, crawl: CrawlRecord, bucket: int) -> bytes:
-        return b"{" + self.ns + b":%d:%d}" % (crawl.ref[0], bucket)
+        tags = self._tags.get(crawl.ref[0])
+        if tags is None:
+            cid = crawl.ref[0]
+            tags = self._tags[cid] = [
+                b"{%s:%d:%d}" % (self.ns, cid, b) for b in range(self.buckets)
+            ]
+        return tags[bucket]
 
     def fp_bucket(self, crawl: CrawlRecord, fp: bytes) -> bytes:
         """The tag of the bucket a fingerprint's URL, validators and seen entry live in (by its
@@ -208,10 +217,23 @@ class RedisStorage:
         return self.bucket_tag(crawl, ((fp[0] << 8) | fp[1]) >> self._shift)
 
     def _queue_bucket(self, crawl: CrawlRecord, key: str) -> bytes:
-        return self.bucket_tag(crawl, mmh3.hash(key, signed=False) % self.buckets)
+        return self._qkey(crawl, key, b"")
 
     def _qkey(self, crawl: CrawlRecord, key: str, kind: bytes) -> bytes:
-        return self._queue_bucket(crawl, key) + kind + key.encode("utf-8", "surrogatepass")
+        """The name of a queue's key of ``kind`` (b"": its bucket's tag)."""
+        memo = self._names
+        name = memo.get((crawl.ref[0], key, kind))
+        if name is None:
+            if len(memo) > 200_000:
+                memo.clear()
+            bucket = self._bucket_of(key)
+            tag = self.bucket_tag(crawl, bucket)
+            name = tag + kind + key.encode("utf-8", "surrogatepass") if kind else tag
+            memo[(crawl.ref[0], key, kind)] = name
+        return name
+
+    def _bucket_of(self, key: str) -> int:
+        return mmh3.hash(key, signed=False) % self.buckets
 
     # -- crawls ---------------------------------------------------------------------------------
 
@@ -429,7 +451,7 @@ class RedisStorage:
 
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
         u = self.u()
-        bucket = mmh3.hash(queue.key, signed=False) % self.buckets
+        bucket = self._bucket_of(queue.key)
         lease.token = struct.pack(">I", bucket) + _U64.pack(self.next_seq(crawl)) + os.urandom(4)
         self._put_lease(crawl, lease)
         u.zadd(self._qkey(crawl, queue.key, b":e:"), _U64.pack(ms_up(lease.expires)) + lease.token)

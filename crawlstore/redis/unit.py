@@ -48,8 +48,9 @@ class Cache:
         self.whole: set[bytes] = set()
         self.zsets: dict[bytes, list[bytes]] = {}
         self.members: dict[bytes, dict[bytes, bool]] = {}
-        #: Sorted sets known to be too large to keep whole.
+        #: Sorted sets known to be too large to keep whole, and those kept whole that grew so.
         self.big: set[bytes] = set()
+        self.grown: set[bytes] = set()
 
     def clear(self) -> None:
         self.epoch = None
@@ -58,6 +59,7 @@ class Cache:
         self.zsets.clear()
         self.members.clear()
         self.big.clear()
+        self.grown.clear()
 
     def size(self) -> int:
         return len(self.fields) + len(self.zsets) + len(self.members)
@@ -72,12 +74,13 @@ class Unit:
         self._lock = store_tag + b":lock"
         self._epoch = store_tag + b":epoch"
         self._journal = store_tag + b":journal"
-        self.ops: list[tuple[bytes, tuple[Any, ...]]] = []
+        #: The unit's writes by key, the last one of each field or member (a unit writes a
+        #: queue's record and the totals many times over), and the keys it deleted first.
+        self.writes: dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]] = {}
+        self.deleted: set[bytes] = set()
         #: Changes to sorted sets not held whole: members added and removed in this unit.
         self._added: dict[bytes, set[bytes]] = {}
         self._removed: dict[bytes, set[bytes]] = {}
-        #: Hash fields this unit wrote.
-        self._dirty: dict[bytes, set[bytes]] = {}
         self.token = os.urandom(8).hex() + str(os.getpid())
         self.started = 0.0
 
@@ -110,14 +113,15 @@ class Unit:
         if cache.epoch != epoch or cache.size() > CACHE_LIMIT:
             cache.clear()
             cache.epoch = epoch
-        for key in [k for k, members in cache.zsets.items() if len(members) > 4 * WHOLE]:
-            del cache.zsets[key]  # grew large: read from the server from now on
-            cache.big.add(key)
+        for key in cache.grown:
+            if cache.zsets.pop(key, None) is not None:  # grew large: read from the server now
+                cache.big.add(key)
+        cache.grown.clear()
 
     def commit(self) -> None:
         """Write the unit's changes and release the lock."""
         keys = [self._lock, self._epoch, self._journal]
-        if not self.ops:
+        if not self.writes:
             self.server.fcall("cs_release", keys, [self.token, 0, 0])
             return
         try:
@@ -131,7 +135,7 @@ class Unit:
                 written = self.server.apply(groups)
                 epoch = self.server.fcall("cs_release", keys, [self.token, 1, 0])
             else:
-                data, args = self._flat(self._coalesced(), start=4)
+                data, args = self._flat(self._all_writes(), start=4)
                 epoch = self.server.fcall("cs_commit", keys + data, [self.token, *args])
                 written = {None}
         except BaseException:
@@ -146,31 +150,33 @@ class Unit:
     def abort(self) -> None:
         """Drop the unit's changes (and what the cache learnt with them); release the lock."""
         self.cache.clear()
-        self.ops.clear()
+        self.writes.clear()
+        self.deleted.clear()
         with contextlib.suppress(StoreError):  # else it expires
             self.server.fcall("cs_release", [self._lock, self._epoch, self._journal],
                               [self.token, 0, 0])  # fmt: skip
 
-    def _coalesced(self) -> list[tuple[bytes, tuple[Any, ...]]]:
-        """The unit's writes, the last one of each field or member only (a unit writes a
-        queue's record and the totals many times over)."""
-        per_key: dict[bytes, tuple[bool, dict[tuple[str, Any], tuple[Any, ...]]]] = {}
-        for key, op in self.ops:
-            code = op[0]
-            if code == "D":
-                per_key[key] = (True, {})
-                continue
-            entry = per_key.get(key)
-            if entry is None:
-                entry = per_key[key] = (False, {})
-            last = entry[1]
-            last[(code.lower(), op[1]) if code != "B" else ("b", len(last))] = op
-        out = []
-        for key, (deleted, last) in per_key.items():
-            if deleted:
+    def _all_writes(self) -> list[Write]:
+        out: list[Write] = []
+        for key, writes in self.writes.items():
+            if key in self.deleted:
                 out.append((key, ("D",)))
-            out.extend((key, op) for op in last.values())
+            out.extend((key, op) for op in writes.values())
         return out
+
+    def _write(self, key: bytes, target: tuple[int, Any], op: tuple[Any, ...]) -> None:
+        writes = self.writes.get(key)
+        if writes is None:
+            writes = self.writes[key] = {}
+        writes[target] = op
+
+    def snapshot(self) -> tuple[dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]], set[bytes]]:
+        """The unit's writes so far, for ``restore``."""
+        return {k: dict(v) for k, v in self.writes.items()}, set(self.deleted)
+
+    def restore(self, saved: tuple[dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]],
+                                   set[bytes]]) -> None:  # fmt: skip
+        self.writes, self.deleted = saved
 
     @staticmethod
     def _flat(
@@ -193,7 +199,7 @@ class Unit:
 
     def _groups(self) -> list[tuple[list[bytes], list[Any]]]:
         by_slot: dict[int, list[tuple[bytes, tuple[Any, ...]]]] = {}
-        for entry in self._coalesced():
+        for entry in self._all_writes():
             by_slot.setdefault(key_slot(entry[0]), []).append(entry)
         return [self._flat(ops, start=1) for ops in by_slot.values()]
 
@@ -211,7 +217,7 @@ class Unit:
         cache = self.cache
         if key not in cache.whole:
             known = cache.fields.setdefault(key, {})
-            mine = {f: known[f] for f in self._dirty.get(key, ())}
+            mine = {f[1]: known[f[1]] for f in self.writes.get(key, ()) if f[0] == 0}
             known.clear()
             known.update(self.server.read([("HGETALL", key)])[0])
             known.update(mine)  # this unit's writes, not sent yet
@@ -220,8 +226,10 @@ class Unit:
 
     def hset(self, key: bytes, field: bytes, value: bytes | None) -> None:
         self.cache.fields.setdefault(key, {})[field] = value
-        self._dirty.setdefault(key, set()).add(field)
-        self.ops.append((key, ("H", field, value) if value is not None else ("h", field)))
+        writes = self.writes.get(key)
+        if writes is None:
+            writes = self.writes[key] = {}
+        writes[(0, field)] = ("H", field, value) if value is not None else ("h", field)
 
     # -- sorted sets, all scores 0, in member (byte) order --------------------------------------
 
@@ -276,10 +284,12 @@ class Unit:
             i = bisect.bisect_left(whole, member)
             if i == len(whole) or whole[i] != member:
                 whole.insert(i, member)
+                if len(whole) > 4 * WHOLE:
+                    self.cache.grown.add(key)
         else:
             self._removed.get(key, set()).discard(member)
             self._added.setdefault(key, set()).add(member)
-        self.ops.append((key, ("Z", member)))
+        self._write(key, (1, member), ("Z", member))
 
     def zrem(self, key: bytes, member: bytes) -> None:
         whole = self.cache.zsets.get(key)
@@ -290,7 +300,7 @@ class Unit:
         else:
             self._added.get(key, set()).discard(member)
             self._removed.setdefault(key, set()).add(member)
-        self.ops.append((key, ("z", member)))
+        self._write(key, (1, member), ("z", member))
 
     # -- plain sets and bits (seen sets) --------------------------------------------------------
 
@@ -306,7 +316,7 @@ class Unit:
 
     def sadd(self, key: bytes, member: bytes) -> None:
         self.cache.members.setdefault(key, {})[member] = True
-        self.ops.append((key, ("S", member)))
+        self._write(key, (2, member), ("S", member))
 
     def getbits(self, key: bytes, positions: list[int]) -> list[int]:
         commands: list[tuple[Any, ...]] = []
@@ -314,14 +324,15 @@ class Unit:
             part = positions[i : i + 500]
             commands.append(("BITFIELD_RO", key, *[a for p in part for a in ("GET", "u1", p)]))
         bits = [int(b) for reply in self.server.read(commands) for b in reply]
-        for key_, op in self.ops:  # this unit's own bits, not written yet
-            if key_ == key and op[0] == "B":
+        for op in self.writes.get(key, {}).values():  # this unit's own bits, not written yet
+            if op[0] == "B":
                 mine = set(op[2:])
                 bits = [1 if p in mine else b for p, b in zip(positions, bits, strict=True)]
         return bits
 
     def setbits(self, key: bytes, positions: list[int]) -> None:
-        self.ops.append((key, ("B", len(positions), *positions)))
+        writes = self.writes.setdefault(key, {})
+        writes[(3, len(writes))] = ("B", len(positions), *positions)
 
     def delete(self, key: bytes) -> None:
         """Remove a whole key."""
@@ -333,7 +344,8 @@ class Unit:
         cache.members.pop(key, None)
         self._added.pop(key, None)
         self._removed.pop(key, None)
-        self.ops.append((key, ("D",)))
+        self.writes[key] = {}
+        self.deleted.add(key)
 
 
 def _within(member: bytes, after: bytes | None, before: bytes | None, inclusive: bool) -> bool:
