@@ -38,7 +38,7 @@ import mmh3
 import msgpack
 
 from .. import journal
-from ..errors import CorruptRecord, IncompatibleStore, NotAStore, StoreError
+from ..errors import CorruptRecord, IncompatibleStore, NotAStore, ReadOnlyStore, StoreError
 from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ..frontier.spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UrlRecord
 from ..store.keys import ms_up
@@ -79,8 +79,9 @@ class RedisStorage:
     commits all its writes at once (see ``unit.py``); several processes on several machines
     may share it."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, *, readonly: bool = False) -> None:
         self.server = server
+        self.readonly = readonly
         address = server.address
         self.ns = address.ns.encode()
         self.tag = b"{" + self.ns + b"}"
@@ -155,6 +156,8 @@ class RedisStorage:
                 yield
                 if discard:
                     unit.abort()
+                elif self.readonly and unit.writes:
+                    raise ReadOnlyStore(f"{self.server.address} was opened read-only")
                 else:
                     unit.commit()
                     committed = True

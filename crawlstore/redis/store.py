@@ -37,11 +37,13 @@ class RedisStore(Store):
         self._closed = False
 
     @classmethod
-    def open_url(cls, url: str, *, clock: Clock = system_clock) -> RedisStore:
-        """Connect to the store at ``url``, creating it when the namespace is empty."""
+    def open_url(cls, url: str, *, clock: Clock = system_clock, readonly: bool = False
+                 ) -> RedisStore:  # fmt: skip
+        """Connect to the store at ``url``, creating it when the namespace is empty
+        (``readonly``: every write raises ``ReadOnlyStore``)."""
         if not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
-        return cls(RedisStorage(Server(Address.parse(url))), clock)
+        return cls(RedisStorage(Server(Address.parse(url)), readonly=readonly), clock)
 
     # -- what a file has and a server does not --------------------------------------------------
 
@@ -51,12 +53,16 @@ class RedisStore(Store):
         return str(self._redis.server.address)
 
     @property
+    def location(self) -> str:
+        return self.url
+
+    @property
     def path(self) -> Path:
         raise StoreError(f"{self.url} is a store on Redis: it has no path (see .url)")
 
     @property
     def readonly(self) -> bool:
-        return False
+        return self._redis.readonly
 
     @property
     def durability(self) -> Durability:

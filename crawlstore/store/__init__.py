@@ -97,7 +97,12 @@ class Store:
         if isinstance(path, str) and path.partition("://")[0] in _REDIS_SCHEMES:
             from ..redis import RedisStore
 
-            return RedisStore.open_url(path, clock=clock)
+            if durability != Durability.SAFE:
+                raise InvalidArgument(
+                    "a store on Redis takes its durability from its servers: add strict=1 to "
+                    "the URL for commits that a replica has too (see the Redis guide)"
+                )
+            return RedisStore.open_url(path, clock=clock, readonly=readonly)
         mode = _durability(durability)
         if not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
@@ -120,6 +125,11 @@ class Store:
     @property
     def path(self) -> Path:
         return self._engine.path
+
+    @property
+    def location(self) -> str:
+        """Where the store is: its file's path, or the URL of its server (no password)."""
+        return str(self.path)
 
     @property
     def readonly(self) -> bool:
