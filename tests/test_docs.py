@@ -26,8 +26,8 @@ from crawlstore import (
     Worker,
 )
 from crawlstore.integrations import httpx as httpx_glue
-from crawlstore.revalidate import Revalidate
 from crawlstore.redis import RedisBloomSeen, RedisSeen, RedisStore, RedisValidators
+from crawlstore.revalidate import Revalidate
 from crawlstore.store import StoreBloomSeen, StoreSeen, StoreValidators
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -83,11 +83,21 @@ local function commit(keys, args)
   return epoch
 end
 
--- KEYS: lock, journal. ARGV: token, the journal (every slot's writes).
+-- KEYS: lock, journal. ARGV: token, the journal (every slot's writes), ttl (ms): the lock
+-- lasts that long again, for the writes that follow.
 local function journal(keys, args)
   local err = held(keys[1], args[1])
   if err then return err end
   redis.call('SET', keys[2], args[2])
+  redis.call('PEXPIRE', keys[1], args[3])
+  return 1
+end
+
+-- KEYS: lock. ARGV: token, ttl (ms). A long unit keeps its lock.
+local function extend(keys, args)
+  local err = held(keys[1], args[1])
+  if err then return err end
+  redis.call('PEXPIRE', keys[1], args[2])
   return 1
 end
 
@@ -111,4 +121,5 @@ redis.register_function('cs_acquire', acquire)
 redis.register_function('cs_apply', apply)
 redis.register_function('cs_commit', commit)
 redis.register_function('cs_journal', journal)
+redis.register_function('cs_extend', extend)
 redis.register_function('cs_release', release)

@@ -284,7 +284,7 @@ class RedisStorage:
         found.update(self.server.scan_keys(b"{" + self.ns + b":%d}*" % cid))
         found.update(k for k in u.cache.fields if k.startswith(crawl.ref[1][:-1]))
         urls = [k for k in found if k.endswith(b"}:u")]
-        counts = self.server.read([("HLEN", k) for k in urls]) if urls else []
+        counts = self.u().read([("HLEN", k) for k in urls]) if urls else []
         for key in sorted(found):
             u.delete(key)
         u.hset(self.tag + b":crawls", crawl.name.encode(), None)
@@ -513,7 +513,7 @@ class RedisStorage:
 
     def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
         keys = [self.bucket_tag(crawl, b) + b":l" for b in range(self.buckets)]
-        replies = self.server.read([("HGETALL", k) for k in keys])
+        replies = self.u().read([("HGETALL", k) for k in keys])
         mine = self.u()
         for key, reply in zip(keys, replies, strict=True):
             if key in mine.cache.fields:  # this unit's own changes
@@ -564,7 +564,7 @@ class RedisStorage:
         loads = u.unread(sets)
         if pending or loads:
             commands = [("HMGET", k, *v) for k, v in pending.items()]
-            replies = self.server.read(commands + [u.whole_read(key) for key in loads])
+            replies = self.u().read(commands + [u.whole_read(key) for key in loads])
             for (key, names), values in zip(pending.items(), replies, strict=False):
                 fields.setdefault(key, {}).update(zip(names, values, strict=True))
             for key, members in zip(loads, replies[len(commands) :], strict=True):

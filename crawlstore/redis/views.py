@@ -179,10 +179,10 @@ class RedisSeen(_View):
             for bucket in range(self._storage.buckets):
                 tag = self._storage.bucket_tag(crawl, bucket)
                 if self.kind == "set":
-                    out.extend(u.server.read([("SMEMBERS", tag + b":se")])[0])
+                    out.extend(u.read([("SMEMBERS", tag + b":se")])[0])
                     continue
                 keys = [tag + b":sp:%d" % part for part in range(PARTS)]
-                for hkeys in u.server.read([("HKEYS", key) for key in keys]):
+                for hkeys in u.read([("HKEYS", key) for key in keys]):
                     out.extend(_prefix(bucket, self._storage) + f for f in hkeys)
             return sorted(Fingerprint(fp) for fp in out)
 
