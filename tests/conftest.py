@@ -63,9 +63,21 @@ def make_frontier(
     store.close()
 
 
+@pytest.fixture(params=["lmdb", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
+    """A fresh store on the test's clock, a file and on Redis (group commit: fsync is not what
+    tests check)."""
+    if request.param == "redis":
+        with Store.open(request.getfixturevalue("redis_url"), clock=clock) as s:
+            yield s
+        return
+    with Store.open(tmp_path / "store.lmdb", clock=clock, durability="nosync") as s:
+        yield s
+
+
 @pytest.fixture
-def store(tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
-    """A fresh store on the test's clock (group commit: fsync is not what tests check)."""
+def file_store(tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
+    """A fresh store file only (tests of how it reads its file)."""
     with Store.open(tmp_path / "store.lmdb", clock=clock, durability="nosync") as s:
         yield s
 

@@ -186,8 +186,6 @@ class RedisStorage:
                 return operation()
             finally:
                 unit.restore(saved)
-                self._cache.clear()  # what the dry run wrote is in the cache: forget it all
-                unit.cache.epoch = None
         with self._write(discard=True):
             return operation()
 
@@ -217,7 +215,10 @@ class RedisStorage:
     def fp_bucket(self, crawl: CrawlRecord, fp: bytes) -> bytes:
         """The tag of the bucket a fingerprint's URL, validators and seen entry live in (by its
         first bits, so the buckets in order hold the fingerprints in order)."""
-        return self.bucket_tag(crawl, ((fp[0] << 8) | fp[1]) >> self._shift)
+        return self.bucket_tag(crawl, self.fp_index(fp))
+
+    def fp_index(self, fp: bytes) -> int:
+        return ((fp[0] << 8) | fp[1]) >> self._shift
 
     def _queue_bucket(self, crawl: CrawlRecord, key: str) -> bytes:
         return self._qkey(crawl, key, b"")

@@ -181,7 +181,29 @@ class Unit:
 
     def restore(self, saved: tuple[dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]],
                                    set[bytes]]) -> None:  # fmt: skip
-        self.writes, self.deleted = saved
+        """Go back to the writes of ``snapshot``: what was written since is forgotten, by the
+        cache too (it is read from the server again, under the unit's writes)."""
+        writes, deleted = saved
+        self.cache.clear()
+        self.cache.epoch = None  # nothing cached is kept past this unit either
+        self._added.clear()
+        self._removed.clear()
+        self.writes, self.deleted = {}, set()
+        for key, ops in writes.items():
+            if key in deleted:
+                self.delete(key)
+            for op in ops.values():
+                code = op[0]
+                if code in "Hh":
+                    self.hset(key, op[1], op[2] if code == "H" else None)
+                elif code == "Z":
+                    self.zadd(key, op[1])
+                elif code == "z":
+                    self.zrem(key, op[1])
+                elif code == "S":
+                    self.sadd(key, op[1])
+                else:
+                    self.setbits(key, list(op[2:]))
 
     @staticmethod
     def _flat(

@@ -199,15 +199,23 @@ def _prefix(bucket: int, storage: RedisStorage) -> bytes:
 
 
 class RedisBloomSeen(_View):
-    """A Bloom filter on Redis: each bucket one string of bits set with ``BITFIELD``, about
-    1.2 bytes a URL at 1%. Its parameters are fixed by the crawl filter's first insert."""
+    """A Bloom filter on Redis: strings of bits set with ``BITFIELD`` (one for a small filter,
+    up to one a bucket for a large one), about 1.2 bytes a URL at 1%. Its parameters are fixed
+    by the crawl filter's first insert."""
 
     def __init__(self, storage: RedisStorage, crawl: str, clock: Clock, expected: int,
                  fp_rate: float) -> None:  # fmt: skip
         super().__init__(storage, crawl, clock)
         self.bits, self.hashes = bloom_size(expected, fp_rate)
         self.expected, self.fp_rate = expected, fp_rate
-        self._bucket_bits = max(8, math.ceil(self.bits / storage.buckets))
+        # Partitions of at least 64 Kibit each (one string in one bucket): fewer, larger
+        # partitions for a small filter, whose false-positive rate would suffer from the
+        # uneven number of fingerprints each of 1,024 tiny ones gets.
+        parts = storage.buckets
+        while parts > 1 and self.bits / parts < 65536:
+            parts //= 2
+        self._spread = storage.buckets // parts  # buckets a partition stands for
+        self._part_bits = math.ceil(self.bits / parts)
         self._params = [expected, fp_rate, self.bits, self.hashes]
         storage.view(lambda: self._meta(write=False))
 
@@ -231,8 +239,9 @@ class RedisBloomSeen(_View):
         return crawl
 
     def _positions(self, crawl: CrawlRecord, fp: bytes) -> tuple[bytes, list[int]]:
-        key = self._storage.fp_bucket(crawl, fp) + b":bl"
-        return key, bloom_positions(fp, self._bucket_bits, self.hashes)
+        first = self._storage.fp_index(fp) // self._spread * self._spread
+        key = self._storage.bucket_tag(crawl, first) + b":bl"
+        return key, bloom_positions(fp, self._part_bits, self.hashes)
 
     def _bits(self, wanted: list[tuple[bytes, list[int]]]) -> list[bool]:
         u = self._storage.u()
