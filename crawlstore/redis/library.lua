@@ -1,11 +1,13 @@
 #!lua name=crawlstore
 
 -- crawlstore's functions on a Redis (or Valkey) server. Each touches keys of one hash slot.
--- The store's slot holds its lock, its commit epoch and the journal of a commit under way;
+-- The store's slot holds its lock, its epoch (the token of the last unit that committed: a
+-- value never used twice, so that a cache is never taken for true after a failover lost the
+-- commit it knew) and the journal of a commit under way;
 -- ``cs_apply`` writes one slot's share of a commit. Writes are whole values (no increments),
 -- so applying a journal twice gives what applying it once gives.
 
-local VERSION = '1'
+local VERSION = '@VERSION@'  -- major.digest, filled in by crawlstore/redis/server.py
 
 local function version()
   return VERSION
@@ -72,15 +74,15 @@ local function apply(keys, args)
 end
 
 -- One node holds every key (a standalone Redis): the whole commit at once.
--- KEYS: lock, epoch, journal, data keys. ARGV: token, writes. The new epoch.
+-- KEYS: lock, epoch, journal, data keys. ARGV: token, writes. The new epoch (the token).
 local function commit(keys, args)
   local err = held(keys[1], args[1])
   if err then return err end
   err = apply_ops(keys, args, 2)
   if err then return err end
-  local epoch = redis.call('INCR', keys[2])
+  redis.call('SET', keys[2], args[1])
   redis.call('DEL', keys[1])
-  return epoch
+  return args[1]
 end
 
 -- KEYS: lock, journal. ARGV: token, the journal (every slot's writes), ttl (ms): the lock
@@ -108,7 +110,8 @@ local function release(keys, args)
   local epoch = redis.call('GET', keys[2]) or '0'
   if args[2] == '1' then
     redis.call('DEL', keys[3])
-    epoch = redis.call('INCR', keys[2])
+    redis.call('SET', keys[2], args[1])
+    epoch = args[1]
   end
   if args[3] ~= '1' then
     redis.call('DEL', keys[1])

@@ -7,6 +7,7 @@ or one of a crawl's buckets ``{ns:c:b}``, so that each function call touches one
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -33,8 +34,12 @@ _T = TypeVar("_T")
 SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 _NS = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: The function library crawlstore loads, and the version its calls need.
-LIBRARY = resources.files(__package__).joinpath("library.lua").read_text()
-LIBRARY_VERSION = b"1"
+_SOURCE = resources.files(__package__).joinpath("library.lua").read_text()
+#: The library's major version (its calls' contract) and a digest of its text: a node holding
+#: any other text of the same major version gets this one.
+LIBRARY_MAJOR = 1
+LIBRARY_VERSION = f"{LIBRARY_MAJOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
+LIBRARY = _SOURCE.replace("@VERSION@", LIBRARY_VERSION.decode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +155,7 @@ class Server:
             if "not found" not in str(exc).lower() and "unknown" not in str(exc).lower():
                 raise
             found = None
-        if found is not None and int(found) > int(LIBRARY_VERSION):
+        if found is not None and int(found.split(b".")[0]) > LIBRARY_MAJOR:
             raise StoreError(
                 f"the Redis node has crawlstore functions version {found!r}, newer than this "
                 f"crawlstore's {LIBRARY_VERSION!r}: upgrade crawlstore"

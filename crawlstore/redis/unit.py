@@ -2,7 +2,7 @@
 
 A unit takes the store's lock (``cs_acquire``: a key with a token and a ttl), reads what it
 needs, and keeps its writes; the commit sends them all at once. On one server that is one
-function call (``cs_commit``), which checks the lock, writes, and bumps the store's epoch. On a
+function call (``cs_commit``), which checks the lock, writes, and sets the store's epoch. On a
 cluster the writes span slots: they are first written whole to a journal in the store's slot
 (``cs_journal``), then slot by slot (``cs_apply``), and the journal is dropped as the lock is
 released. A process killed half way leaves its journal: the next unit, of any process, applies
@@ -116,7 +116,6 @@ class Unit:
             self.server.apply([(list(k), list(a)) for k, a in msgpack.unpackb(journal)])
             epoch = self.server.fcall("cs_release", [self._lock, self._epoch, self._journal],
                                       [self.token, 1, 1])  # fmt: skip
-            epoch = str(epoch).encode() if isinstance(epoch, int) else epoch
         cache = self.cache
         if cache.epoch != epoch or cache.size() > CACHE_LIMIT:
             cache.clear()
@@ -146,7 +145,7 @@ class Unit:
         except BaseException:
             self.cache.clear()
             raise
-        self.cache.epoch = str(epoch).encode() if isinstance(epoch, int) else epoch
+        self.cache.epoch = epoch
         self._added.clear()
         self._removed.clear()
         if self.server.address.strict:
