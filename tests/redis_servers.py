@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Cluster", "Node", "have_server", "server_binary", "shared_node"]
 
@@ -92,7 +93,7 @@ class Node:
                     ) from None
                 time.sleep(0.05)
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self) -> Any:
         import redis
 
         return redis.Redis(port=self.port, socket_timeout=5)
