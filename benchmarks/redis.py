@@ -19,6 +19,7 @@ under cProfile, and where its time goes (docs/benchmarks/redis.md).
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import hashlib
 import json
@@ -26,13 +27,16 @@ import multiprocessing
 import pstats
 import queue
 import shutil
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from unittest import mock
 
 import msgpack
 
@@ -40,6 +44,7 @@ from crawlstore import Done, Seed, Store
 
 from .suite import Plan, Progress, Row, Scratch, Table, alternate, timed
 
+_T = TypeVar("_T")
 BATCH = 256  # seeds a push_many, requests a pipeline, seeds a pop_many
 SPIDER = "bench"  # scrapy-redis's keys: bench:requests, bench:dupefilter
 SEEN_BATCH = 1000  # fingerprints an insert_many, SADDs a pipeline
@@ -784,56 +789,136 @@ PLACES = [
 ]
 
 
-def profile(what: str, cluster: bool, hosts: int, per_host: int, batch: int, top: int) -> None:
-    """One crawlstore run of the push (or of the pop + report of what a push left) under
-    cProfile, with where its time goes, the round trips it made and the server's time."""
-    with Servers() as servers:
-        dep = servers.cluster if cluster else servers.standalone
-        if dep is None:
-            raise SystemExit(f"no server: {servers.why}")
-        seeds = [Seed.get(u) for u in urls_of(hosts, per_host)]
-        n = len(seeds)
-        dep.reset()
-        store = Store.open(dep.store_url("profile"))
+@contextmanager
+def lock_holds() -> Iterator[list[float]]:
+    """Seconds each write unit holds the store lock, from the lock taken (``Unit.started``) to
+    its commit returned: ``Unit.commit`` wrapped while the block runs (a measurement of the
+    benchmark's; crawlstore is unchanged)."""
+    from crawlstore.redis.unit import Unit
+
+    holds: list[float] = []
+    commit = Unit.commit
+
+    def timed_commit(unit: Unit) -> None:
+        try:
+            commit(unit)
+        finally:
+            holds.append(time.monotonic() - unit.started)
+
+    with mock.patch.object(Unit, "commit", timed_commit):
+        yield holds
+
+
+@contextmanager
+def round_trips() -> Iterator[collections.Counter[str]]:
+    """Calls of ``Server.read`` and ``Server.fcall`` (a round trip each) while the block runs,
+    by the function of crawlstore/redis/storage.py (or views.py) that made them, else by
+    unit.py's: both wrapped while the block runs (crawlstore is unchanged)."""
+    from crawlstore.redis.server import Server
+
+    counts: collections.Counter[str] = collections.Counter()
+    saved = Server.read, Server.fcall
+
+    def caller() -> str:
+        frame, inner = sys._getframe(2), ""
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if name.endswith(("redis/storage.py", "redis/views.py")):
+                return f"{Path(name).stem}.{frame.f_code.co_name}"
+            if name.endswith("redis/unit.py") and not inner:
+                inner = f"unit.{frame.f_code.co_name}"
+            frame = frame.f_back  # type: ignore[assignment]
+        return inner or "other"
+
+    def read(server: Server, commands: list[tuple[Any, ...]]) -> list[Any]:
+        counts[caller()] += 1
+        return saved[0](server, commands)
+
+    def fcall(server: Server, name: str, keys: list[bytes], args: list[Any]) -> Any:
+        counts[name] += 1
+        return saved[1](server, name, keys, args)
+
+    with mock.patch.object(Server, "read", read), mock.patch.object(Server, "fcall", fcall):
+        yield counts
+
+
+@contextmanager
+def _profiled(profiler: cProfile.Profile) -> Iterator[collections.Counter[str]]:
+    with round_trips() as trips:
+        profiler.enable()
+        try:
+            yield trips
+        finally:
+            profiler.disable()
+
+
+def _profiled_run(dep: Deployment, seeds: list[Seed], what: str, batch: int, ns: str,
+                  measure: Callable[[], AbstractContextManager[_T]],
+                  ) -> tuple[float, int, _T]:  # fmt: skip
+    """One run of the push (or of the pop + report of what an untimed push left) on emptied
+    servers, ``measure()`` around it: its seconds, the server's microseconds (INFO
+    commandstats) in it, and what ``measure`` gave."""
+    dep.reset()
+    store = Store.open(dep.store_url(ns))
+    try:
         frontier = store.frontier()
         if what == "pop":
             push_seeds(frontier, seeds, 1000)
         for m in dep.masters:
             m.config_resetstat()
-        profiler = cProfile.Profile()
-        start = time.perf_counter()
-        profiler.enable()
-        done = drain(store, frontier, batch) if what == "pop" else push_seeds(frontier, seeds,
-                                                                             batch)  # fmt: skip
-        profiler.disable()
-        wall = time.perf_counter() - start
-        _check(what, done, n)
-        server_us = 0
-        for m in dep.masters:
-            server_us += sum(v["usec"] for k, v in m.info("commandstats").items()
-                             if k.removeprefix("cmdstat_").split("|")[0] not in ADMIN)  # fmt: skip
+        with measure() as got:
+            start = time.perf_counter()
+            done = drain(store, frontier, batch) if what == "pop" else push_seeds(
+                frontier, seeds, batch)  # fmt: skip
+            wall = time.perf_counter() - start
+        _check(what, done, len(seeds))
+    finally:
         store.close()
+    server_us = sum(v["usec"] for m in dep.masters for k, v in m.info("commandstats").items()
+                    if k.removeprefix("cmdstat_").split("|")[0] not in ADMIN)  # fmt: skip
+    return wall, server_us, got
+
+
+def profile(what: str, cluster: bool, hosts: int, per_host: int, batch: int, top: int) -> None:
+    """One crawlstore run of the push (or of the pop + report of what a push left) with the
+    store lock's hold time of each unit, then one under cProfile: where its time goes, its
+    round trips and the server's time."""
+    with Servers() as servers:
+        dep = servers.cluster if cluster else servers.standalone
+        if dep is None:
+            raise SystemExit(f"no server: {servers.why}")
+        seeds = [Seed.get(u) for u in urls_of(hosts, per_host)]
+        n, batches = len(seeds), -(-len(seeds) // batch)
+        pings = []
+        for _ in range(2000):
+            start = time.perf_counter()
+            dep.masters[0].ping()
+            pings.append(time.perf_counter() - start)
+        wall, server_us, holds = _profiled_run(dep, seeds, what, batch, "plain", lock_holds)
+        units = sorted(holds)
+        profiler = cProfile.Profile()
+        profiled, _, trips = _profiled_run(dep, seeds, what, batch, "profiled",
+                                           lambda: _profiled(profiler))  # fmt: skip
+    print(f"{what} of {n:,} URLs ({hosts:,} hosts), batches of {batch}, "
+          f"{'cluster' if cluster else 'standalone'}: {wall:.2f} s, {n / wall:,.0f} URLs/s, "
+          f"{wall / batches * 1000:.1f} ms a batch; a round trip (redis-py PING) "
+          f"{sorted(pings)[1000] * 1e6:.0f} µs\n")  # fmt: skip
+    print(f"lock: {len(units)} units, held {units[len(units) // 2] * 1000:.1f} ms (median), "
+          f"{units[int(len(units) * 0.9)] * 1000:.1f} ms (p90), {sum(units) / wall:.0%} of the "
+          f"run; the server's own time {server_us / 1000 / batches:.1f} ms a batch "
+          f"({server_us / 1e6 / wall:.0%} of the run)\n")  # fmt: skip
     stats = pstats.Stats(profiler)
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in raw.values())
-    batches = -(-n // batch)
-    trips = {"Server.read (one command, or a pipeline)": ("redis/server.py", "read"),
-             "Server.fcall (a function: lock, commit, journal, release)": ("redis/server.py",
-                                                                           "fcall")}  # fmt: skip
-    print(f"{what} of {n:,} URLs ({hosts:,} hosts), batches of {batch}, "
-          f"{'cluster' if cluster else 'standalone'}: {wall:.2f} s under cProfile, "
-          f"{n / wall:,.0f} URLs/s, {wall / batches * 1000:.1f} ms a batch\n")  # fmt: skip
-    print("| round trips | a batch |\n|---|---:|")
-    for label, (file, name) in trips.items():
-        calls = sum(v[1] for k, v in raw.items() if k[0].endswith(file) and k[2] == name)
-        print(f"| {label} | {calls / batches:.1f} |")
+    print(f"under cProfile: {profiled:.2f} s\n\n| round trips, by the call that made them "
+          "| a batch |\n|---|---:|")  # fmt: skip
+    for name, calls in trips.most_common():
+        print(f"| {name} | {calls / batches:.1f} |")
     applies = sum(v[1] for k, v in raw.items() if k[2] == "execute" and any(
         c[0].endswith("redis/server.py") and c[2] == "apply" for c in v[4]))  # fmt: skip
     if applies:
         print(f"| cs_apply pipelines (one a master written) | {applies / batches:.1f} |")
-    print(f"\nserver time (INFO commandstats usec): {server_us / 1e6:.2f} s, "
-          f"{server_us / 1000 / batches:.1f} ms a batch\n")  # fmt: skip
-    print("| where (cProfile tottime) | share |\n|---|---:|")
+    print("\n| where (cProfile tottime) | share |\n|---|---:|")
     placed = 0.0
     for label, marks in PLACES:
         seconds = sum(v[2] for k, v in raw.items() if any(m in k[0] or m in k[2] for m in marks))
