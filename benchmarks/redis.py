@@ -789,24 +789,51 @@ PLACES = [
 ]
 
 
+@dataclass
+class Units:
+    """The write units of a run: how long each held the store lock, from the lock taken
+    (``Unit.started``) to its commit returned, and the writes their commits sent."""
+
+    holds: list[float] = field(default_factory=list)
+    writes: int = 0
+    distinct: int = 0  # of those, the last of each (hash field, set or sorted set member)
+    by_kind: collections.Counter[str] = field(default_factory=collections.Counter)
+
+
+def _kind(key: bytes) -> str:
+    """A key's kind, as the table of crawlstore/redis/storage.py names it: ``:t``, ``:p:``."""
+    suffix = key.rsplit(b"}", 1)[-1].decode("utf-8", "replace")
+    end = suffix.find(":", 1)
+    return suffix[: end + 1] if end > 0 else suffix
+
+
+def _identity(key: bytes, op: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What a write sets: a later write of the same identity replaces it."""
+    if op[0] in ("H", "h", "Z", "z", "S", "s"):
+        return key, op[0].lower(), op[1]
+    return key, *op
+
+
 @contextmanager
-def lock_holds() -> Iterator[list[float]]:
-    """Seconds each write unit holds the store lock, from the lock taken (``Unit.started``) to
-    its commit returned: ``Unit.commit`` wrapped while the block runs (a measurement of the
+def unit_clock() -> Iterator[Units]:
+    """``Units`` of the block: ``Unit.commit`` wrapped while it runs (a measurement of the
     benchmark's; crawlstore is unchanged)."""
     from crawlstore.redis.unit import Unit
 
-    holds: list[float] = []
+    units = Units()
     commit = Unit.commit
 
     def timed_commit(unit: Unit) -> None:
+        units.writes += len(unit.ops)
+        units.distinct += len({_identity(key, op) for key, op in unit.ops})
+        units.by_kind.update(_kind(key) for key, _ in unit.ops)
         try:
             commit(unit)
         finally:
-            holds.append(time.monotonic() - unit.started)
+            units.holds.append(time.monotonic() - unit.started)
 
     with mock.patch.object(Unit, "commit", timed_commit):
-        yield holds
+        yield units
 
 
 @contextmanager
@@ -894,8 +921,8 @@ def profile(what: str, cluster: bool, hosts: int, per_host: int, batch: int, top
             start = time.perf_counter()
             dep.masters[0].ping()
             pings.append(time.perf_counter() - start)
-        wall, server_us, holds = _profiled_run(dep, seeds, what, batch, "plain", lock_holds)
-        units = sorted(holds)
+        wall, server_us, got = _profiled_run(dep, seeds, what, batch, "plain", unit_clock)
+        units = sorted(got.holds)
         profiler = cProfile.Profile()
         profiled, _, trips = _profiled_run(dep, seeds, what, batch, "profiled",
                                            lambda: _profiled(profiler))  # fmt: skip
@@ -906,7 +933,11 @@ def profile(what: str, cluster: bool, hosts: int, per_host: int, batch: int, top
     print(f"lock: {len(units)} units, held {units[len(units) // 2] * 1000:.1f} ms (median), "
           f"{units[int(len(units) * 0.9)] * 1000:.1f} ms (p90), {sum(units) / wall:.0%} of the "
           f"run; the server's own time {server_us / 1000 / batches:.1f} ms a batch "
-          f"({server_us / 1e6 / wall:.0%} of the run)\n")  # fmt: skip
+          f"({server_us / 1e6 / wall:.0%} of the run); writes sent in the commits "
+          f"{got.writes / n:.1f} a URL, {got.distinct / n:.1f} distinct (the last of each "
+          "field or member)")  # fmt: skip
+    kinds = ", ".join(f"{k} {c / n:.1f}" for k, c in got.by_kind.most_common(6))
+    print(f"writes a URL by key (storage.py's table): {kinds}\n")
     stats = pstats.Stats(profiler)
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in raw.values())
