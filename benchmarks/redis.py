@@ -851,7 +851,7 @@ def round_trips() -> Iterator[collections.Counter[str]]:
         while frame is not None:
             name = frame.f_code.co_filename
             if name.endswith(("redis/storage.py", "redis/views.py")):
-                return f"{Path(name).stem}.{frame.f_code.co_name}"
+                return f"{name.rsplit('/', 1)[-1][:-3]}.{frame.f_code.co_name}"
             if name.endswith("redis/unit.py") and not inner:
                 inner = f"unit.{frame.f_code.co_name}"
             frame = frame.f_back  # type: ignore[assignment]
