@@ -42,7 +42,7 @@ import msgpack
 
 from crawlstore import Done, Seed, Store
 
-from .suite import Plan, Progress, Row, Scratch, Table, alternate, timed
+from .suite import Plan, Progress, Row, Table, alternate, timed
 
 _T = TypeVar("_T")
 BATCH = 256  # seeds a push_many, requests a pipeline, seeds a pop_many
@@ -84,8 +84,8 @@ class Master:
 class Deployment:
     """A standalone server or a cluster, with a client of each master."""
 
-    def __init__(self, name: str, url: str, masters: list[Any]) -> None:
-        self.name, self._url, self.masters = name, url, masters
+    def __init__(self, url: str, masters: list[Any]) -> None:
+        self._url, self.masters = url, masters
         self.cluster = url.startswith("redis+cluster")
 
     def store_url(self, ns: str) -> str:
@@ -157,15 +157,13 @@ class Servers:
             node = Node(binary, self.run_dir / "standalone", free_ports(1)[0],
                         "--appendonly", "yes")  # fmt: skip
             self._stop.append(node.stop)
-            self.standalone = Deployment("standalone", f"redis://127.0.0.1:{node.port}/0",
-                                         [node.client()])  # fmt: skip
+            self.standalone = Deployment(f"redis://127.0.0.1:{node.port}/0", [node.client()])
         except Exception as exc:
             self.why["standalone"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
         try:
             cluster = Cluster(binary, self.run_dir / "cluster")
             self._stop.append(cluster.stop)
-            self.cluster = Deployment("cluster", cluster.url.rstrip("/") + "/",
-                                      [n.client() for n in cluster.masters()])  # fmt: skip
+            self.cluster = Deployment(cluster.url, [n.client() for n in cluster.masters()])
         except Exception as exc:
             self.why["cluster"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
 
@@ -582,7 +580,7 @@ def _commands(before: list[Master], after: list[Master], n: int) -> str:
     return f"{calls / n:.3g}"
 
 
-def redis_tables(plan: Plan, scratch: Scratch, progress: Progress) -> list[Table]:
+def redis_tables(plan: Plan, progress: Progress) -> list[Table]:
     hosts, per_host, n_memory = sizes(plan)
     urls = urls_of(hosts, per_host)
     n = len(urls)

@@ -697,7 +697,7 @@ def urlfrontier_(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context)
 def redis_(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
     from .redis import redis_tables
 
-    return redis_tables(plan, scratch, progress)
+    return redis_tables(plan, progress)
 
 
 WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] = {
