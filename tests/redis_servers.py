@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Cluster", "Node", "have_server", "server_binary", "shared_node"]
 
@@ -74,7 +75,11 @@ class Node:
         log = open(self.directory / "log", "ab")  # noqa: SIM115 - the child keeps it
         self.process = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
         log.close()
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.kill()  # a server that did not come up is not left running
+            raise
 
     def wait_ready(self, timeout: float = 10) -> None:
         import redis
@@ -92,7 +97,7 @@ class Node:
                     ) from None
                 time.sleep(0.05)
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self) -> Any:
         import redis
 
         return redis.Redis(port=self.port, socket_timeout=5)
@@ -119,14 +124,20 @@ class Cluster:
         ports = free_ports(6)
         options = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                    "--cluster-node-timeout", str(timeout_ms), "--appendonly", "yes")  # fmt: skip
-        self.nodes = [Node(binary, directory / str(port), port, *options) for port in ports]
-        cli = shutil.which("redis-cli")
-        if cli is None:
-            raise RuntimeError("redis-cli is needed to create a cluster")
-        subprocess.run([cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
-                        "--cluster-replicas", "1", "--cluster-yes"],
-                       check=True, capture_output=True, timeout=60)  # fmt: skip
-        self.wait_ok()
+        self.nodes: list[Node] = []
+        try:  # a cluster that does not come up leaves no server running
+            for port in ports:
+                self.nodes.append(Node(binary, directory / str(port), port, *options))
+            cli = shutil.which("redis-cli")
+            if cli is None:
+                raise RuntimeError("redis-cli is needed to create a cluster")
+            subprocess.run([cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
+                            "--cluster-replicas", "1", "--cluster-yes"],
+                           check=True, capture_output=True, timeout=60)  # fmt: skip
+            self.wait_ok()
+        except BaseException:
+            self.stop()
+            raise
 
     @property
     def url(self) -> str:
