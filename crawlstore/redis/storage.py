@@ -27,6 +27,7 @@ between masters whole.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import struct
 import threading
@@ -622,12 +623,7 @@ class RedisStorage:
 
     def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
              limit: int) -> list[UrlRecord]:  # fmt: skip
-        out: list[UrlRecord] = []
-        for url in self._walk(crawl, queue, after):
-            out.append(url)
-            if len(out) >= limit:
-                break
-        return out
+        return list(itertools.islice(self._walk(crawl, queue, after), limit))
 
     def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
         return self._walk(crawl, queue, None)

@@ -11,6 +11,7 @@ from ..clock import Clock, system_clock
 from ..errors import StoreError
 from ..store import Store
 from ..store.engine import Durability
+from ..store.frontier import StoreFrontier
 from .exchange import crawl_holds, export_crawl, load_crawl
 from .server import Address, Server
 from .storage import RedisStorage
@@ -79,21 +80,12 @@ class RedisStore(Store):
         raise StoreError(f"{self.url} is a store on Redis: back it up with the server's RDB or "
                          "AOF files, or copy crawls with export()")  # fmt: skip
 
-    def export(self, *, crawl: str = "default") -> Iterator[dict[str, Any]]:
-        """The crawl as a stream of versioned records, in the file store's format (its
-        frontier, exact seen set and validators): ``Store.load`` on a file or on Redis takes
-        it. Each record is read in a unit of its own: the export is consistent per record, not
-        one snapshot (there is none across a cluster), so export a crawl that is not running.
-        A Bloom seen set is not exported (``InvalidArgument``)."""
-        self._check_open()
-        return export_crawl(self._redis, self.frontier(crawl=self._check_name(crawl)))
+    def _export(self, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+        # Each record is read in a unit of its own: consistent per record, not one snapshot
+        # (there is none across a cluster); a Bloom seen set is not exported.
+        return export_crawl(self._redis, frontier)
 
-    def load(self, records: Iterable[dict[str, Any]], *, crawl: str | None = None) -> str:
-        """Load an export (of a file store or a store on Redis) into a crawl that holds nothing
-        yet; the crawl's name."""
-        self._check_open()
-        if crawl is not None:
-            self._check_name(crawl)
+    def _load(self, records: Iterable[dict[str, Any]], crawl: str | None) -> str:
         return load_crawl(self._redis, lambda name: self.frontier(crawl=name), records, crawl,
                           self.clock)  # fmt: skip
 

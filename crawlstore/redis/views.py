@@ -76,7 +76,24 @@ class _View:
         return self._storage.view(read)
 
 
-class RedisSeen(_View):
+class _Seen(_View):
+    """What both kinds of seen set share: one insert is a batch of one."""
+
+    def insert(self, fp: bytes) -> bool:
+        """Record ``fp``; True when it was not seen before (a Bloom filter's false positive
+        says False)."""
+        return self.insert_many([fp]) == 1
+
+    def insert_many(self, fps: Sequence[bytes]) -> int:
+        """Record each fingerprint, in one write; how many were not seen before."""
+        _check_fps(fps)
+        return self._storage.run(lambda: self._insert(fps)) if fps else 0
+
+    def _insert(self, fps: Sequence[bytes]) -> int:
+        raise NotImplementedError
+
+
+class RedisSeen(_Seen):
     """An exact seen set on Redis (``kind``: ``"packed"`` or ``"set"``, fixed by the crawl's
     first insert). Inside ``store.transaction()`` its updates join the push."""
 
@@ -122,33 +139,21 @@ class RedisSeen(_View):
             self._storage.prefetch_fields(grouped)
         return [u.hget(key, field) is not None for key, field in wheres]
 
-    def insert(self, fp: bytes) -> bool:
-        """Record ``fp``; True when it was not seen before."""
-        return self.insert_many([fp]) == 1
-
-    def insert_many(self, fps: Sequence[bytes]) -> int:
-        """Record each fingerprint, in one write; how many were not seen before."""
-        _check_fps(fps)
-        if not fps:
-            return 0
-
-        def op() -> int:
-            crawl = self._write()
-            self._check_kind(crawl, write=True)
-            u, new = self._storage.u(), 0
-            unique = list(dict.fromkeys(fps))
-            for fp, seen in zip(unique, self._has(crawl, unique), strict=True):
-                if not seen:
-                    key, field = self._where(crawl, fp)
-                    if self.kind == "set":
-                        u.sadd(key, field)
-                    else:
-                        u.hset(key, field, b"")
-                    new += 1
-            self._count(crawl, "seen", new)
-            return new
-
-        return self._storage.run(op)
+    def _insert(self, fps: Sequence[bytes]) -> int:
+        crawl = self._write()
+        self._check_kind(crawl, write=True)
+        u, new = self._storage.u(), 0
+        unique = list(dict.fromkeys(fps))
+        for fp, seen in zip(unique, self._has(crawl, unique), strict=True):
+            if not seen:
+                key, field = self._where(crawl, fp)
+                if self.kind == "set":
+                    u.sadd(key, field)
+                else:
+                    u.hset(key, field, b"")
+                new += 1
+        self._count(crawl, "seen", new)
+        return new
 
     def __contains__(self, fp: object) -> bool:
         return _is_fp(fp) and self.contains_many([fp])[0]
@@ -198,7 +203,7 @@ def _prefix(bucket: int, storage: RedisStorage) -> bytes:
     return ((bucket << storage._shift) & 0xFFFF).to_bytes(2, "big")[: storage.fp_skip]
 
 
-class RedisBloomSeen(_View):
+class RedisBloomSeen(_Seen):
     """A Bloom filter on Redis: strings of bits set with ``BITFIELD`` (one for a small filter,
     up to one a bucket for a large one), about 1.2 bytes a URL at 1%. Its parameters are fixed
     by the crawl filter's first insert."""
@@ -254,34 +259,22 @@ class RedisBloomSeen(_View):
             found.update(((key, p), b) for p, b in zip(positions, bits, strict=True))
         return [all(found[(key, p)] for p in positions) for key, positions in wanted]
 
-    def insert(self, fp: bytes) -> bool:
-        """Record ``fp``; True when it was not seen before (a false positive says False)."""
-        return self.insert_many([fp]) == 1
-
-    def insert_many(self, fps: Sequence[bytes]) -> int:
-        """Record each fingerprint, in one write; how many were not seen before."""
-        _check_fps(fps)
-        if not fps:
-            return 0
-
-        def op() -> int:
-            crawl = self._meta(write=True)
-            assert crawl is not None
-            u, new = self._storage.u(), 0
-            wanted = [self._positions(crawl, fp) for fp in dict.fromkeys(fps)]
-            for (key, positions), seen in zip(wanted, self._bits(wanted), strict=True):
-                if not seen:
-                    u.setbits(key, positions)
-                    new += 1
-            before = self._storage.totals(crawl).get("seen", 0)
-            self._count(crawl, "seen", new)
-            if before <= self.expected < before + new:
-                log.warning("the store's Bloom filter holds %d fingerprints, past its expected "
-                            "%d: false positives will exceed %.3g", before + new, self.expected,
-                            self.fp_rate)  # fmt: skip
-            return new
-
-        return self._storage.run(op)
+    def _insert(self, fps: Sequence[bytes]) -> int:
+        crawl = self._meta(write=True)
+        assert crawl is not None
+        u, new = self._storage.u(), 0
+        wanted = [self._positions(crawl, fp) for fp in dict.fromkeys(fps)]
+        for (key, positions), seen in zip(wanted, self._bits(wanted), strict=True):
+            if not seen:
+                u.setbits(key, positions)
+                new += 1
+        before = self._storage.totals(crawl).get("seen", 0)
+        self._count(crawl, "seen", new)
+        if before <= self.expected < before + new:
+            log.warning("the store's Bloom filter holds %d fingerprints, past its expected "
+                        "%d: false positives will exceed %.3g", before + new, self.expected,
+                        self.fp_rate)  # fmt: skip
+        return new
 
     def __contains__(self, fp: object) -> bool:
         return self.contains_many([fp])[0]

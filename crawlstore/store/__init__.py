@@ -163,7 +163,10 @@ class Store:
         state, facade state, counters), seen set and validators, read from one snapshot while
         crawls go on writing. Nothing for a crawl that does not exist."""
         self._check_open()
-        return export_store(self._storage, self.frontier(crawl=self._check_name(crawl)))
+        return self._export(self.frontier(crawl=self._check_name(crawl)))
+
+    def _export(self, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+        return export_store(self._storage, frontier)
 
     def load(self, records: Iterable[dict[str, Any]], *, crawl: str | None = None) -> str:
         """Load an export into a crawl that holds nothing yet (the export's name unless
@@ -171,6 +174,9 @@ class Store:
         self._check_open()
         if crawl is not None:
             self._check_name(crawl)
+        return self._load(records, crawl)
+
+    def _load(self, records: Iterable[dict[str, Any]], crawl: str | None) -> str:
         return load_store(self._storage, lambda name: self.frontier(crawl=name), records, crawl)
 
     def new_crawl(self, name: str) -> contextlib.AbstractContextManager[StoreFrontier]:

@@ -20,6 +20,7 @@ that a queue's entries, leases, expiries, schedule and URL list are each one key
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import struct
 import threading
@@ -716,12 +717,7 @@ class LmdbStorage:
 
     def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
              limit: int) -> list[UrlRecord]:  # fmt: skip
-        out: list[UrlRecord] = []
-        for url in self._walk(crawl, queue, after):
-            out.append(url)
-            if len(out) >= limit:
-                break
-        return out
+        return list(itertools.islice(self._walk(crawl, queue, after), limit))
 
     def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
         return self._walk(crawl, queue, None)
