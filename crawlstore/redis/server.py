@@ -86,10 +86,15 @@ class Address:
         return f"{kind}://{self.url.split('://', 1)[1]}?ns={self.ns}"
 
 
+def _full(exc: object) -> bool:
+    """Whether a reply is a node's refusal for lack of memory (redis-py strips the ``OOM``)."""
+    return isinstance(exc, redis.exceptions.OutOfMemoryError) or str(exc).startswith("OOM")
+
+
 def _error(address: Address, exc: Exception) -> StoreError:
     """A Redis error as crawlstore's: a full shard is ``StoreFull``."""
     text = str(exc)
-    if text.startswith("OOM") or "OOM command not allowed" in text:
+    if _full(exc):
         return StoreFull(
             f"{address}: a Redis node is out of memory (maxmemory, noeviction): {text}. "
             "Nothing is lost; add memory or nodes, or delete crawls"
@@ -232,7 +237,7 @@ class Server:
                 replies = [None] * len(node_groups)  # the node failed: route each again
             for (keys, args), reply in zip(node_groups, replies, strict=True):
                 if isinstance(reply, Exception) or reply is None:
-                    if isinstance(reply, redis.ResponseError) and str(reply).startswith("OOM"):
+                    if isinstance(reply, Exception) and _full(reply):
                         raise _error(self.address, reply)
                     self.fcall("cs_apply", keys, args)  # moved, a node failing over, no library
         return written
