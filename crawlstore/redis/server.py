@@ -242,6 +242,10 @@ class Server:
                     self.fcall("cs_apply", keys, args)  # moved, a node failing over, no library
         return written
 
+    def node_of(self, key: bytes) -> Any:
+        """The name of the master serving ``key`` (on a cluster)."""
+        return self.client.nodes_manager.get_node_from_slot(key_slot(key)).name
+
     def wait_replicas(self, nodes: set[Any], timeout_ms: int = 1000) -> None:
         """Strict mode: wait until a replica of each master written to has the writes."""
         if self.address.cluster:
@@ -249,11 +253,15 @@ class Server:
         else:
             clients = [self.client]
         for client in clients:
-            acked = self.call(partial(client.execute_command, "WAIT", 1, timeout_ms))
-            if int(acked) < 1:
+            why = f"within {timeout_ms} ms"
+            try:
+                acked = int(self.call(partial(client.execute_command, "WAIT", 1, timeout_ms)))
+            except StoreError as exc:  # the master failed, or is a replica since a failover
+                acked, why = 0, f"({exc})"
+            if acked < 1:
                 raise StoreError(
-                    f"{self.address}: strict mode: no replica acknowledged the commit within "
-                    f"{timeout_ms} ms; it is on the master only, and may be lost if it fails"
+                    f"{self.address}: strict mode: no replica acknowledged the commit {why}; "
+                    "it is on the master only, and may be lost if it fails"
                 )
 
     def scan_keys(self, pattern: bytes) -> Iterator[bytes]:
