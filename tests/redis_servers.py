@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +103,21 @@ class Node:
 
         return redis.Redis(port=self.port, socket_timeout=5)
 
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def pause(self) -> None:
+        """SIGSTOP the server (it keeps its connections, and answers nothing)."""
+        if self.running():
+            self.process.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+
+    def resume(self) -> None:
+        if self.running():
+            self.process.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+
     def kill(self) -> None:
         """SIGKILL the server."""
-        if self.process is not None and self.process.poll() is None:
+        if self.running():
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
 
@@ -118,19 +131,21 @@ class Node:
 
 
 class Cluster:
-    """Three masters and three replicas (``cluster-node-timeout`` ``timeout_ms``)."""
+    """Three masters and three replicas (``cluster-node-timeout`` ``timeout_ms``), each node
+    started with ``options`` too (``"--appendfsync", "always"`` for strict mode)."""
 
-    def __init__(self, binary: str, directory: Path, *, timeout_ms: int = 2000) -> None:
+    def __init__(self, binary: str, directory: Path, *options: str, timeout_ms: int = 2000) -> None:
         ports = free_ports(6)
         options = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                   "--cluster-node-timeout", str(timeout_ms), "--appendonly", "yes")  # fmt: skip
+                   "--cluster-node-timeout", str(timeout_ms), "--appendonly", "yes",
+                   "--repl-diskless-sync-delay", "0", *options)  # fmt: skip
+        cli = shutil.which("redis-cli")
+        if cli is None:
+            raise RuntimeError("redis-cli is needed to create a cluster")
         self.nodes: list[Node] = []
-        try:  # a cluster that does not come up leaves no server running
+        try:  # the nodes started are stopped when a later one or the creation fails
             for port in ports:
                 self.nodes.append(Node(binary, directory / str(port), port, *options))
-            cli = shutil.which("redis-cli")
-            if cli is None:
-                raise RuntimeError("redis-cli is needed to create a cluster")
             subprocess.run([cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
                             "--cluster-replicas", "1", "--cluster-yes"],
                            check=True, capture_output=True, timeout=60)  # fmt: skip
@@ -143,15 +158,20 @@ class Cluster:
     def url(self) -> str:
         return f"redis+cluster://127.0.0.1:{self.nodes[0].port}/"
 
+    def alive(self) -> list[Node]:
+        return [n for n in self.nodes if n.running()]
+
     def wait_ok(self, timeout: float = 30) -> None:
+        """Until every running node sees the cluster ok and every replica is in sync."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                states = [n.client().cluster("info")["cluster_state"] for n in self.nodes
-                          if n.process is not None and n.process.poll() is None]  # fmt: skip
-            except Exception:
-                states = ["down"]
-            if all(s == "ok" for s in states):
+                states = [(n.client().cluster("info")["cluster_state"],
+                           n.client().info("replication").get("master_link_status", "up"))
+                          for n in self.alive()]  # fmt: skip
+            except Exception as exc:
+                states = [(repr(exc), "")]
+            if all(s == ("ok", "up") for s in states):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the cluster did not come up: {states}")
@@ -159,15 +179,45 @@ class Cluster:
 
     def masters(self) -> list[Node]:
         out = []
-        for node in self.nodes:
-            if node.process is None or node.process.poll() is not None:
-                continue
+        for node in self.alive():
             try:
                 if node.client().info("replication")["role"] == "master":
                     out.append(node)
             except Exception:
                 continue
         return out
+
+    def node_id(self, node: Node) -> str:
+        return bytes(node.client().cluster("myid")).decode()
+
+    def owner(self, slot: int) -> Node:
+        """The master serving ``slot``, as the first running node sees it."""
+        for entry in self.alive()[0].client().execute_command("CLUSTER", "SLOTS"):
+            if entry[0] <= slot <= entry[1]:
+                return next(n for n in self.nodes if n.port == entry[2][1])
+        raise RuntimeError(f"no master serves slot {slot}")
+
+    def replica_of(self, master: Node) -> Node:
+        for node in self.alive():
+            info = node.client().info("replication")
+            if info["role"] == "slave" and info["master_port"] == master.port:
+                return node
+        raise RuntimeError(f"the master on {master.port} has no replica")
+
+    def move_slot(self, slot: int, to: Node, pause: Callable[[], object] | None = None) -> None:
+        """Migrate ``slot`` with its keys to the master ``to``, as resharding does; with
+        ``pause``, one key at a time, calling ``pause()`` after each."""
+        source = self.owner(slot)
+        src, dst = source.client(), to.client()
+        src_id, dst_id = self.node_id(source), self.node_id(to)
+        dst.cluster("setslot", slot, "importing", src_id)
+        src.cluster("setslot", slot, "migrating", dst_id)
+        while keys := src.cluster("getkeysinslot", slot, 1 if pause else 50):
+            src.migrate("127.0.0.1", to.port, keys, 0, 5000)
+            if pause is not None:
+                pause()
+        for node in [to, source, *[m for m in self.masters() if m not in (to, source)]]:
+            node.client().cluster("setslot", slot, "node", dst_id)
 
     def stop(self) -> None:
         for node in self.nodes:

@@ -120,9 +120,10 @@ local function release(keys, args)
 end
 
 redis.register_function{function_name='cs_version', callback=version, flags={'no-writes'}}
-redis.register_function('cs_acquire', acquire)
+-- Taking, extending and releasing the lock work on a full node, so that reads and releases do.
+redis.register_function{function_name='cs_acquire', callback=acquire, flags={'allow-oom'}}
 redis.register_function('cs_apply', apply)
 redis.register_function('cs_commit', commit)
 redis.register_function('cs_journal', journal)
-redis.register_function('cs_extend', extend)
-redis.register_function('cs_release', release)
+redis.register_function{function_name='cs_extend', callback=extend, flags={'allow-oom'}}
+redis.register_function{function_name='cs_release', callback=release, flags={'allow-oom'}}

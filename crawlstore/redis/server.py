@@ -91,10 +91,15 @@ class Address:
         return f"{kind}://{self.url.split('://', 1)[1]}?ns={self.ns}"
 
 
+def _full(exc: object) -> bool:
+    """Whether a reply is a node's refusal for lack of memory (redis-py strips the ``OOM``)."""
+    return isinstance(exc, redis.exceptions.OutOfMemoryError) or str(exc).startswith("OOM")
+
+
 def _error(address: Address, exc: Exception) -> StoreError:
     """A Redis error as crawlstore's: a full shard is ``StoreFull``."""
     text = str(exc)
-    if text.startswith("OOM") or "OOM command not allowed" in text:
+    if _full(exc):
         return StoreFull(
             f"{address}: a Redis node is out of memory (maxmemory, noeviction): {text}. "
             "Nothing is lost; add memory or nodes, or delete crawls"
@@ -110,6 +115,9 @@ class Server:
 
     def __init__(self, address: Address) -> None:
         self.address = address
+        #: How many times a call met a failover, a moving slot or a lost node: what a process
+        #: read before may be gone (a master that failed over lost its last writes).
+        self.disturbed = 0
         try:
             if address.cluster:
                 self.client: Any = RedisCluster.from_url(address.url)
@@ -173,27 +181,29 @@ class Server:
         while True:
             try:
                 return operation()
+            except (redis.exceptions.TryAgainError, redis.exceptions.ClusterError) as exc:
+                # a slot half moved (TRYAGAIN; redis-py strips the word, and gives up after a
+                # few tries with "TTL exhausted"), or the cluster down while a replica takes over
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"{self.address}: the cluster stayed unavailable for 30 s (failing "
+                        f"over, or moving slots): {exc}"
+                    ) from None
+                self.disturbed += 1
+                time.sleep(0.05)
             except redis.ResponseError as exc:
                 text = str(exc)
                 if "Function not found" in text or "function not found" in text.lower():
                     for node in self.masters():
                         self._load_library(node)
                     continue
-                if text.startswith(("TRYAGAIN", "CLUSTERDOWN", "LOADING")) and (
-                    time.monotonic() < deadline
-                ):
-                    time.sleep(0.05)
-                    continue
                 if text.startswith("CSLOCK"):
                     raise StoreError(f"{self.address}: {text[7:]}") from None
                 raise _error(self.address, exc) from None
-            except redis.exceptions.ClusterDownError:
-                if time.monotonic() >= deadline:
-                    raise StoreError(f"{self.address}: the cluster is down") from None
-                time.sleep(0.1)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 if not self.address.cluster or time.monotonic() >= deadline:
                     raise _error(self.address, exc) from None
+                self.disturbed += 1
                 time.sleep(0.1)  # a master failing over: its replica takes over
             except redis.RedisError as exc:
                 raise _error(self.address, exc) from None
@@ -237,10 +247,14 @@ class Server:
                 replies = [None] * len(node_groups)  # the node failed: route each again
             for (keys, args), reply in zip(node_groups, replies, strict=True):
                 if isinstance(reply, Exception) or reply is None:
-                    if isinstance(reply, redis.ResponseError) and str(reply).startswith("OOM"):
+                    if isinstance(reply, Exception) and _full(reply):
                         raise _error(self.address, reply)
                     self.fcall("cs_apply", keys, args)  # moved, a node failing over, no library
         return written
+
+    def node_of(self, key: bytes) -> Any:
+        """The name of the master serving ``key`` (on a cluster)."""
+        return self.client.nodes_manager.get_node_from_slot(key_slot(key)).name
 
     def wait_replicas(self, nodes: set[Any], timeout_ms: int = 1000) -> None:
         """Strict mode: wait until a replica of each master written to has the writes."""
@@ -249,11 +263,15 @@ class Server:
         else:
             clients = [self.client]
         for client in clients:
-            acked = self.call(partial(client.execute_command, "WAIT", 1, timeout_ms))
-            if int(acked) < 1:
+            why = f"within {timeout_ms} ms"
+            try:
+                acked = int(self.call(partial(client.execute_command, "WAIT", 1, timeout_ms)))
+            except StoreError as exc:  # the master failed, or is a replica since a failover
+                acked, why = 0, f"({exc})"
+            if acked < 1:
                 raise StoreError(
-                    f"{self.address}: strict mode: no replica acknowledged the commit within "
-                    f"{timeout_ms} ms; it is on the master only, and may be lost if it fails"
+                    f"{self.address}: strict mode: no replica acknowledged the commit {why}; "
+                    "it is on the master only, and may be lost if it fails"
                 )
 
     def scan_keys(self, pattern: bytes) -> Iterator[bytes]:

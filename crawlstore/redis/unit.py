@@ -44,6 +44,8 @@ class Cache:
 
     def __init__(self) -> None:
         self.epoch: bytes | None = None
+        #: The server's ``disturbed`` count it was read at.
+        self.disturbed = 0
         self.fields: dict[bytes, dict[bytes, bytes | None]] = {}
         self.whole: set[bytes] = set()
         self.zsets: dict[bytes, list[bytes]] = {}
@@ -113,13 +115,19 @@ class Unit:
         self.started = time.monotonic()
         epoch, journal = reply[1], reply[2] if len(reply) > 2 else None
         if journal:  # a commit left half done by a process that died: finish it first
-            self.server.apply([(list(k), list(a)) for k, a in msgpack.unpackb(journal)])
-            epoch = self.server.fcall("cs_release", [self._lock, self._epoch, self._journal],
-                                      [self.token, 1, 1])  # fmt: skip
+            try:
+                self._apply([(list(k), list(a)) for k, a in msgpack.unpackb(journal)])
+                epoch = self.server.fcall("cs_release", [self._lock, self._epoch,
+                                          self._journal], [self.token, 1, 1])  # fmt: skip
+            except BaseException:
+                self.abort()  # the journal stays for the next unit
+                raise
         cache = self.cache
-        if cache.epoch != epoch or cache.size() > CACHE_LIMIT:
+        if (cache.epoch != epoch or cache.size() > CACHE_LIMIT
+                or cache.disturbed != self.server.disturbed):  # fmt: skip
             cache.clear()
             cache.epoch = epoch
+            cache.disturbed = self.server.disturbed
         for key in cache.grown:
             if cache.zsets.pop(key, None) is not None:  # grew large: read from the server now
                 cache.big.add(key)
@@ -136,19 +144,30 @@ class Unit:
                 groups = self._groups()
                 self.server.fcall("cs_journal", [self._lock, self._journal],
                                   [self.token, msgpack.packb(groups), self._ttl_ms])  # fmt: skip
-                written = self.server.apply(groups)
+                self._apply(groups)
                 epoch = self.server.fcall("cs_release", keys, [self.token, 1, 0])
             else:
                 data, args = self._flat(self._all_writes(), start=4)
                 epoch = self.server.fcall("cs_commit", keys + data, [self.token, *args])
-                written = {None}
+                if self.server.address.strict:
+                    self.server.wait_replicas({None})
         except BaseException:
             self.cache.clear()
             raise
         self.cache.epoch = epoch
         self._added.clear()
         self._removed.clear()
-        if self.server.address.strict:
+
+    def _apply(self, groups: list[tuple[list[bytes], list[Any]]]) -> None:
+        """Write a commit slot by slot, as its journal says. In strict mode, only once a
+        replica has the journal (one lost with its master was never applied anywhere), and
+        until a replica of each master written to has the writes (before the release drops
+        the journal that covers them)."""
+        strict = self.server.address.strict
+        if strict:
+            self.server.wait_replicas({self.server.node_of(self._journal)})
+        written = self.server.apply(groups)
+        if strict:
             self.server.wait_replicas(written)
 
     def abort(self) -> None:
