@@ -224,7 +224,7 @@ class Progress:
 
 PACKAGES = ["crawlstore", "lmdb", "msgpack", "mmh3", "bitarray", "can_ada", "scrapy", "w3lib",
             "ada-url", "persist-queue", "diskcache", "queuelib", "rbloom", "matplotlib",
-            "rich"]  # fmt: skip
+            "rich", "redis", "hiredis"]  # fmt: skip
 
 
 def _git(*args: str) -> str:

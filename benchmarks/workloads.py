@@ -694,6 +694,12 @@ def urlfrontier_(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context)
     return urlfrontier(plan, scratch, progress)
 
 
+def redis_(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
+    from .redis import redis_tables
+
+    return redis_tables(plan, progress)
+
+
 WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] = {
     "crawl": crawl_loop,
     "push-pop": push_pop,
@@ -704,4 +710,5 @@ WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] 
     "validators": validators,
     "scrapy": scrapy_,
     "urlfrontier": urlfrontier_,
+    "redis": redis_,
 }

@@ -8,13 +8,31 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from redis_servers import Node, shared_node
 
 from crawlstore import InMemFrontier, ManualClock, Seed, Store
 from crawlstore.frontier import Frontier
 
 MakeFrontier = Callable[..., Frontier]
 
-STORAGES = ["memory", "store"]
+STORAGES = ["memory", "store", "redis"]
+_namespaces = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def redis_node() -> Node:
+    """A standalone redis-server for the session (skipped, with the reason, without one)."""
+    node = shared_node()
+    if node is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-tools): Redis tests "
+                    "skipped")  # fmt: skip
+    return node
+
+
+@pytest.fixture
+def redis_url(redis_node: Node) -> str:
+    """A fresh namespace on the session's Redis."""
+    return f"redis://127.0.0.1:{redis_node.port}/0?ns=t{next(_namespaces)}"
 
 
 @pytest.fixture
@@ -31,19 +49,35 @@ def make_frontier(
     if request.param == "memory":
         yield lambda order="fifo", **policy: InMemFrontier(order, clock=clock, **policy)
         return
-    store = Store.open(tmp_path / "frontier.lmdb", clock=clock, durability="nosync")
+    if request.param == "redis":
+        store = Store.open(request.getfixturevalue("redis_url"), clock=clock)
+    else:
+        store = Store.open(tmp_path / "frontier.lmdb", clock=clock, durability="nosync")
     crawls = itertools.count()
 
     def make(order: str = "fifo", **policy: object) -> Frontier:
+        policy.setdefault("queues", "single")  # as the other storages
         return store.frontier(order, crawl=f"crawl{next(crawls)}", **policy)  # type: ignore[arg-type]
 
     yield make
     store.close()
 
 
+@pytest.fixture(params=["lmdb", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
+    """A fresh store on the test's clock, a file and on Redis (group commit: fsync is not what
+    tests check)."""
+    if request.param == "redis":
+        with Store.open(request.getfixturevalue("redis_url"), clock=clock) as s:
+            yield s
+        return
+    with Store.open(tmp_path / "store.lmdb", clock=clock, durability="nosync") as s:
+        yield s
+
+
 @pytest.fixture
-def store(tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
-    """A fresh store on the test's clock (group commit: fsync is not what tests check)."""
+def file_store(tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
+    """A fresh store file only (tests of how it reads its file)."""
     with Store.open(tmp_path / "store.lmdb", clock=clock, durability="nosync") as s:
         yield s
 

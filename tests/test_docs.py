@@ -26,6 +26,7 @@ from crawlstore import (
     Worker,
 )
 from crawlstore.integrations import httpx as httpx_glue
+from crawlstore.redis import RedisBloomSeen, RedisSeen, RedisStore, RedisValidators
 from crawlstore.revalidate import Revalidate
 from crawlstore.store import StoreBloomSeen, StoreSeen, StoreValidators
 
@@ -35,7 +36,8 @@ TEXT = "\n".join(p.read_text() for p in DOCS)
 
 CLASSES = [Frontier, InMemFrontier, Store, StoreFrontier, StoreSeen, StoreBloomSeen,
            StoreValidators, InMemSeen, BloomSeen, InMemValidators, Revalidate, Snapshot, Stats,
-           Validator, Seed, ManualClock, Worker, AsyncWorker]  # fmt: skip
+           Validator, Seed, ManualClock, Worker, AsyncWorker, RedisStore, RedisSeen,
+           RedisBloomSeen, RedisValidators]  # fmt: skip
 
 
 def _public(cls: type) -> list[str]:

@@ -163,7 +163,7 @@ def test_an_expired_lease_comes_first_as_pop_reclaims_it(
 
 
 def test_peek_reads_a_transaction_s_own_writes_and_leaves_them(store: Store) -> None:
-    f = store.frontier("fifo")
+    f = store.frontier("fifo", queues="single")
     with store.transaction():
         f.push_many([seed("a"), seed("b")])
         assert [u.seed.url for u in f.peek()] == ["https://example.com/a", "https://example.com/b"]

@@ -5,14 +5,17 @@ reopen; deleting a queue or the crawl; an export loaded into a fresh storage."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from redis_servers import have_server, shared_node
 
 from crawlstore import (
     Cancelled,
@@ -124,11 +127,14 @@ class CoreMachine(RuleBasedStateMachine):
             self.core: Frontier = InMemFrontier("fifo", clock=self.clock, **POLICY)
             self.seen = InMemSeen()
         else:
-            self.store = Store.open(self.dir / f"s{self.generation}.lmdb", clock=self.clock,
-                                    durability="nosync")  # fmt: skip
+            self.store = self._open_store()
             self.core = self.store.frontier("fifo", **POLICY)
             self.seen = self.store.seen()  # type: ignore[assignment]
         self.chain()
+
+    def _open_store(self) -> Store:
+        return Store.open(self.dir / f"s{self.generation}.lmdb", clock=self.clock,
+                          durability="nosync")  # fmt: skip
 
     def chain(self) -> None:
         self.f = (
@@ -139,7 +145,7 @@ class CoreMachine(RuleBasedStateMachine):
         )
 
     def teardown(self) -> None:
-        if self.storage == "store":
+        if self.storage != "memory":
             self.store.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -454,13 +460,24 @@ class StoreMachine(CoreMachine):
     @rule()
     def reopen(self) -> None:
         self.store.close()
-        self.store = Store.open(self.dir / f"s{self.generation}.lmdb", clock=self.clock,
-                                durability="nosync")  # fmt: skip
+        self.store = self._open_store()
         # the crawl's stored policy; a deleted crawl is created again by its first write
         stored = "default" in self.store.crawls()
         self.core = self.store.frontier() if stored else self.store.frontier("fifo", **POLICY)
         self.seen = self.store.seen()  # type: ignore[assignment]
         self.chain()
+
+
+class RedisMachine(StoreMachine):
+    """The same model on a store on Redis (a fresh namespace for each store)."""
+
+    storage = "redis"
+
+    def _open_store(self) -> Store:
+        node = shared_node()
+        assert node is not None
+        url = f"redis://127.0.0.1:{node.port}/0?ns=sm{os.getpid()}-{id(self)}-{self.generation}"
+        return Store.open(url, clock=self.clock)
 
 
 class _Rollback(Exception):
@@ -471,3 +488,7 @@ TestMemoryMachine = CoreMachine.TestCase
 TestMemoryMachine.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)
 TestStoreMachine = StoreMachine.TestCase
 TestStoreMachine.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestRedisMachine = RedisMachine.TestCase
+TestRedisMachine.settings = settings(max_examples=12, stateful_step_count=30, deadline=None)
+if not have_server():
+    TestRedisMachine = pytest.mark.skip(reason="redis-server is not installed")(TestRedisMachine)

@@ -87,8 +87,8 @@ def stats(args: argparse.Namespace) -> int:
         if args.crawl and args.crawl not in crawls:
             print(f"crawlstore stats: {args.path} has no crawl {args.crawl!r}", file=sys.stderr)
             return 3
-        size, used = os.path.getsize(args.path), store.file_size()
-        out: dict[str, Any] = {"path": str(store.path), "format": store.meta.get("format"),
+        size, used = _sizes(store)
+        out: dict[str, Any] = {"path": store.location, "format": store.meta.get("format"),
                                "file_bytes": size, "used_bytes": used, "crawls": {}}  # fmt: skip
         for name in names:
             frontier = store.frontier(crawl=name)
@@ -105,8 +105,11 @@ def stats(args: argparse.Namespace) -> int:
     if args.json:
         _json(out)
         return 0
-    fill = f" ({used / size:.0%} used)" if size else ""
-    print(f"{out['path']}: format {out['format']}, {_mib(size)} file{fill}")
+    if size is None or used is None:  # a store on a server
+        print(f"{out['path']}: format {out['format']}")
+    else:
+        fill = f" ({used / size:.0%} used)" if size else ""
+        print(f"{out['path']}: format {out['format']}, {_mib(size)} file{fill}")
     for name, crawl in out["crawls"].items():
         s = crawl["stats"]
         refused = ", ".join(f"{k} {v:,}" for k, v in sorted(s["refused"].items())) or "none"
@@ -117,6 +120,13 @@ def stats(args: argparse.Namespace) -> int:
         for q in crawl.get("queues", []):
             print("  " + queue_line(q, now))
     return 0
+
+
+def _sizes(store: Store) -> tuple[int | None, int | None]:
+    """The store file's size and the bytes it uses; None for a store on a server."""
+    if "://" in store.location:
+        return None, None
+    return os.path.getsize(store.path), store.file_size()
 
 
 def _watched(store: Store, only: str | None) -> dict[str, Stats]:
@@ -211,6 +221,10 @@ def add_verify(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 
 def verify_file(args: argparse.Namespace) -> int:
+    if "://" in args.path:
+        print(f"crawlstore verify: checks a store file; {args.path} is a store on a server "
+              "(its server checks its own data)", file=sys.stderr)  # fmt: skip
+        return 2
     if not os.path.exists(args.path):
         print(f"crawlstore verify: {args.path} does not exist", file=sys.stderr)
         return 3

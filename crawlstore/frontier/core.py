@@ -163,7 +163,11 @@ class CoreFrontier(Frontier):
         self._plain: tuple[Any, Any, Any] = (None, None, None)
         given = changes or order is not None or queues is not None
         self._pending = CrawlRecord(
-            crawl, CrawlPolicy(order or "priority", queues or "single").merged(**changes), 0.0
+            crawl,
+            CrawlPolicy(order or "priority", queues or storage.capabilities.default_queues).merged(
+                **changes
+            ),
+            0.0,
         )
 
         def settle() -> CrawlRecord | None:
@@ -356,6 +360,9 @@ class CoreFrontier(Frontier):
             now = self._clock()
             queues: dict[str, QueueRecord] = {}
             totals: dict[str, int] = {}
+            if len(batch) > 1:
+                keys = list({self._key_for(crawl, seed) for seed in batch})
+                self.storage.prefetch(crawl, [seed.fingerprint for seed in batch], keys)
             admissions = [self._admit(crawl, seed, now, queues, totals, new_only) for seed in batch]
             if totals:
                 self.storage.add_totals(crawl, totals)
@@ -462,6 +469,8 @@ class CoreFrontier(Frontier):
             fresh = [q for q in candidates if q.key not in visited]
             if not fresh:
                 break
+            if len(fresh) > 1:
+                self.storage.prefetch(crawl, (), [q.key for q in fresh])
             for q in fresh:
                 visited.add(q.key)
                 self._maintain(crawl, q, now)
@@ -597,10 +606,11 @@ class CoreFrontier(Frontier):
         self._next_reap = now + self.reap_interval
         alive: dict[tuple[int, int], bool] = {}
         ended = []
+        local = self.storage.capabilities.local_holders
         for lease in self.storage.leases(crawl):
             owner = lease.owner
             if owner not in alive:
-                alive[owner] = owner == self._owner or process_alive(*owner)
+                alive[owner] = not local or owner == self._owner or process_alive(*owner)
             if not alive[owner] or lease.expires <= now:
                 ended.append(lease)
         queues: dict[str, QueueRecord] = {}

@@ -11,7 +11,7 @@ import heapq
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Any, TypeVar
 
 import msgpack
@@ -432,6 +432,9 @@ class MemoryStorage:
         return heap[0][0][0] if heap else None
 
     # -- URLs -----------------------------------------------------------------------------------
+
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
+        pass  # reads are memory reads
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
         url = crawl.ref.urls.get(fp)

@@ -13,7 +13,7 @@ Storages in this package: ``frontier.memory.MemoryStorage`` and the store's ``Lm
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -61,10 +61,21 @@ class Capabilities:
     persistent: bool
     #: A transaction spans every view (frontier, seen set, validators) of the storage.
     atomic_views: bool
-    #: What a commit promises: "memory", "os" (survives a killed process), "disk" (a power loss).
+    #: What a commit promises: "memory", "os" (survives a killed process), "disk" (a power
+    #: loss); on a replicated server, "replicated-async" (survives a killed process; a failover
+    #: may lose the last commits) or "replicated-wait" (a replica has each commit too).
     durability: str
     #: Several processes can share it.
     shared: bool
+    #: Every process holding a lease runs on this machine, so a lease whose process is gone
+    #: can end at once; False where processes on other machines share the storage (leases
+    #: then end by time only).
+    local_holders: bool = True
+    #: A ``reader()`` reads one point-in-time snapshot across its calls.
+    snapshot: bool = False
+    #: The queue mode of a crawl created without one: ``"host"`` where a single queue would
+    #: hold all of a crawl's seeds in one shard of a sharded storage.
+    default_queues: str = "single"
 
 
 class CrawlRecord:
@@ -329,6 +340,11 @@ class Storage(Protocol):
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None: ...
 
     # -- URLs -----------------------------------------------------------------------------------
+
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
+        """Read ahead what the unit reads next: these URLs, and these queues with their
+        entries, leases and schedule. A storage whose reads are round trips (a server) reads
+        them at once; the others do nothing."""
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None: ...
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:

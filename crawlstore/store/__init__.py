@@ -19,7 +19,7 @@ from ..frontier.policy import Defaults
 from ..frontier.protocol import _UNSET, QueueInfo, check_time
 from .backup import copy_compacted
 from .engine import DATABASES, FORMAT_VERSION, Durability, Engine
-from .exchange import export_store, load_store, new_crawl
+from .exchange import crawl_holds, export_store, load_store, new_crawl
 from .frontier import StoreFrontier
 from .seen import StoreBloomSeen, StoreSeen
 from .storage import LmdbStorage
@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 _DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
+#: URL schemes of stores on a Redis server or cluster (``crawlstore.redis``).
+_REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 #: The longest crawl name, in UTF-8 bytes (names are keys).
 MAX_CRAWL_NAME = 200
 
@@ -82,7 +84,8 @@ class Store:
         max_map_size: int = _DEFAULT_MAX_MAP,
         flush_interval: float = 1.0,
     ) -> Store:
-        """Open (or create) the store at ``path``.
+        """Open (or create) the store at ``path``; a URL ``redis://host:port/?ns=name`` or
+        ``redis+cluster://host:port/?ns=name`` opens a store on Redis (``RedisStore``).
 
         ``durability``: ``"safe"`` (default: a power loss may lose the last commit, never
         corrupts), ``"full"`` or ``"nosync"`` (may corrupt on power loss), see ``Durability``.
@@ -91,6 +94,15 @@ class Store:
         past which writes raise ``StoreFull``. ``readonly=True`` inspects a store while a crawl
         writes to it. Raises ``NotAStore`` or ``IncompatibleStore`` without touching the file.
         """
+        if isinstance(path, str) and path.partition("://")[0] in _REDIS_SCHEMES:
+            from ..redis import RedisStore
+
+            if durability != Durability.SAFE:
+                raise InvalidArgument(
+                    "a store on Redis takes its durability from its servers: add strict=1 to "
+                    "the URL for commits that a replica has too (see the Redis guide)"
+                )
+            return RedisStore.open_url(path, clock=clock, readonly=readonly)
         mode = _durability(durability)
         if not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
@@ -113,6 +125,11 @@ class Store:
     @property
     def path(self) -> Path:
         return self._engine.path
+
+    @property
+    def location(self) -> str:
+        """Where the store is: its file's path, or the URL of its server (no password)."""
+        return str(self.path)
 
     @property
     def readonly(self) -> bool:
@@ -146,7 +163,10 @@ class Store:
         state, facade state, counters), seen set and validators, read from one snapshot while
         crawls go on writing. Nothing for a crawl that does not exist."""
         self._check_open()
-        return export_store(self._storage, self.frontier(crawl=self._check_name(crawl)))
+        return self._export(self.frontier(crawl=self._check_name(crawl)))
+
+    def _export(self, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+        return export_store(self._storage, frontier)
 
     def load(self, records: Iterable[dict[str, Any]], *, crawl: str | None = None) -> str:
         """Load an export into a crawl that holds nothing yet (the export's name unless
@@ -154,6 +174,9 @@ class Store:
         self._check_open()
         if crawl is not None:
             self._check_name(crawl)
+        return self._load(records, crawl)
+
+    def _load(self, records: Iterable[dict[str, Any]], crawl: str | None) -> str:
         return load_store(self._storage, lambda name: self.frontier(crawl=name), records, crawl)
 
     def new_crawl(self, name: str) -> contextlib.AbstractContextManager[StoreFrontier]:
@@ -163,7 +186,11 @@ class Store:
         ``InvalidArgument``; when the block raises, the crawl is removed again, so a fill that
         fails leaves no trace."""
         self._check_open()
-        return new_crawl(self._storage, self.frontier(crawl=self._check_name(name)))
+        return new_crawl(self._holds, self.frontier(crawl=self._check_name(name)))
+
+    def _holds(self, name: str) -> bool:
+        """Whether the crawl holds anything (a frontier, seen set or validators)."""
+        return crawl_holds(self._storage, name)
 
     def defaults(self) -> Defaults:
         """The store-wide policy every crawl inherits where it sets no value of its own."""

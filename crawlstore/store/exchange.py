@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .frontier import StoreFrontier
     from .storage import LmdbStorage
 
-__all__ = ["export_store", "load_store", "new_crawl"]
+__all__ = ["check_empty", "crawl_holds", "export_store", "load_records", "load_store", "new_crawl"]
 
 #: Fingerprints a seen record carries.
 _SEEN_BATCH = 4096
@@ -76,6 +76,23 @@ def load_store(
 ) -> str:
     """Load an export into a crawl (the export's own name unless ``crawl``), which must hold
     nothing yet; the crawl's name."""
+
+    def write(name: str, batch: list[dict[str, Any]]) -> None:
+        storage.run_ctx(lambda ctx: _write(ctx, _prefix(storage, name), batch))
+
+    return load_records(lambda name: crawl_holds(storage, name), write, frontier_of, records,
+                        crawl)  # fmt: skip
+
+
+def load_records(
+    holds: Callable[[str], bool],
+    write: Callable[[str, list[dict[str, Any]]], None],
+    frontier_of: Callable[[str], StoreFrontier],
+    records: Iterable[dict[str, Any]],
+    crawl: str | None,
+) -> str:
+    """``load_store`` over any store: ``holds(name)`` tells whether a crawl holds anything,
+    ``write(name, batch)`` writes a batch of seen and validator records in one unit."""
     stream = iter(records)
     header = next(stream, None)
     if not isinstance(header, dict) or header.get("type") != "crawl":
@@ -84,7 +101,7 @@ def load_store(
     if not isinstance(name, str):
         raise InvalidSnapshot(f"an export names its crawl: {name!r}")
 
-    _check_empty(storage, name)
+    check_empty(holds, name)
     frontier = frontier_of(name)
     pending: list[dict[str, Any]] = []
 
@@ -92,7 +109,7 @@ def load_store(
         if pending:
             batch = list(pending)
             pending.clear()
-            storage.run_ctx(lambda ctx: _write(ctx, _prefix(storage, name), batch))
+            write(name, batch)
 
     def other(record: Any) -> None:
         kind = record.get("type") if isinstance(record, dict) else None
@@ -113,8 +130,8 @@ def load_store(
     return name
 
 
-def _check_empty(storage: LmdbStorage, name: str) -> None:
-    """``InvalidArgument`` when the crawl's frontier, seen set or validators hold something."""
+def crawl_holds(storage: LmdbStorage, name: str) -> bool:
+    """Whether the crawl holds anything (a frontier, seen set or validators)."""
 
     def holds() -> bool:
         prefix = storage.crawl_key(name)
@@ -123,15 +140,20 @@ def _check_empty(storage: LmdbStorage, name: str) -> None:
             or storage.get("bloom", prefix + b"\x00") is not None
         )
 
-    if storage.view(holds):
+    return storage.view(holds)
+
+
+def check_empty(holds: Callable[[str], bool], name: str) -> None:
+    """``InvalidArgument`` when the crawl's frontier, seen set or validators hold something."""
+    if holds(name):
         raise InvalidArgument(f"crawl {name!r} is not empty: load into a new crawl")
 
 
 @contextlib.contextmanager
-def new_crawl(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[StoreFrontier]:
+def new_crawl(holds: Callable[[str], bool], frontier: StoreFrontier) -> Iterator[StoreFrontier]:
     """The frontier of a crawl that holds nothing yet, for the block to fill; when the block
     raises, the crawl is removed again, with whatever it wrote to the seen set."""
-    _check_empty(storage, frontier.core.name)
+    check_empty(holds, frontier.core.name)
     with filling(frontier.core):
         yield frontier
 

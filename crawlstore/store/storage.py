@@ -20,10 +20,11 @@ that a queue's entries, leases, expiries, schedule and URL list are each one key
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
@@ -162,6 +163,7 @@ class LmdbStorage:
             atomic_views=True,
             durability="disk" if engine.durability is not Durability.NOSYNC else "os",
             shared=True,
+            snapshot=True,
         )
         self._local = threading.local()  # each thread's read transaction, while it reads
         #: The write unit running now: (its thread, its transaction).
@@ -688,6 +690,9 @@ class LmdbStorage:
         url.ref = True  # stored: its queue lists it already
         return url
 
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
+        pass  # reads are memory reads
+
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
         raw = self.get("urls", crawl.ref + fp)
         return self._url(crawl, fp, raw) if raw is not None else None
@@ -712,12 +717,7 @@ class LmdbStorage:
 
     def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
              limit: int) -> list[UrlRecord]:  # fmt: skip
-        out: list[UrlRecord] = []
-        for url in self._walk(crawl, queue, after):
-            out.append(url)
-            if len(out) >= limit:
-                break
-        return out
+        return list(itertools.islice(self._walk(crawl, queue, after), limit))
 
     def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
         return self._walk(crawl, queue, None)

@@ -76,7 +76,7 @@ class Server:
 
     def start(self) -> Server:
         self._grpc.start()
-        log.info("URL Frontier service on port %d, store %s", self.port, self.store.path)
+        log.info("URL Frontier service on port %d, store %s", self.port, self.store.location)
         return self
 
     def stop(self, grace: float = 5.0) -> None:

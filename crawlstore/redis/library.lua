@@ -1,0 +1,129 @@
+#!lua name=crawlstore
+
+-- crawlstore's functions on a Redis (or Valkey) server. Each touches keys of one hash slot.
+-- The store's slot holds its lock, its epoch (the token of the last unit that committed: a
+-- value never used twice, so that a cache is never taken for true after a failover lost the
+-- commit it knew) and the journal of a commit under way;
+-- ``cs_apply`` writes one slot's share of a commit. Writes are whole values (no increments),
+-- so applying a journal twice gives what applying it once gives.
+
+local VERSION = '@VERSION@'  -- major.digest, filled in by crawlstore/redis/server.py
+
+local function version()
+  return VERSION
+end
+
+-- KEYS: lock, epoch, journal. ARGV: token, ttl (ms).
+-- {1, epoch, journal or false} when taken; {0, ms the holder has left} when held.
+local function acquire(keys, args)
+  if redis.call('SET', keys[1], args[1], 'NX', 'PX', args[2]) then
+    local epoch = redis.call('GET', keys[2]) or '0'
+    local journal = redis.call('GET', keys[3])
+    return {1, epoch, journal}
+  end
+  return {0, redis.call('PTTL', keys[1])}
+end
+
+local function held(lock, token)
+  if redis.call('GET', lock) ~= token then
+    return redis.error_reply('CSLOCK the store lock was lost (held longer than its ttl)')
+  end
+  return nil
+end
+
+-- The writes in ARGV from ``first`` on, each: opcode, index of its key in KEYS, operands.
+local function apply_ops(keys, args, first)
+  local i = first
+  local n = #args
+  while i <= n do
+    local op, key = args[i], keys[tonumber(args[i + 1])]
+    if op == 'H' then
+      redis.call('HSET', key, args[i + 2], args[i + 3]); i = i + 4
+    elseif op == 'h' then
+      redis.call('HDEL', key, args[i + 2]); i = i + 3
+    elseif op == 'Z' then
+      redis.call('ZADD', key, 0, args[i + 2]); i = i + 3
+    elseif op == 'z' then
+      redis.call('ZREM', key, args[i + 2]); i = i + 3
+    elseif op == 'S' then
+      redis.call('SADD', key, args[i + 2]); i = i + 3
+    elseif op == 's' then
+      redis.call('SREM', key, args[i + 2]); i = i + 3
+    elseif op == 'D' then
+      redis.call('DEL', key); i = i + 2
+    elseif op == 'B' then
+      local count = tonumber(args[i + 2])
+      local call = {'BITFIELD', key}
+      for j = 1, count do
+        call[#call + 1] = 'SET'; call[#call + 1] = 'u1'
+        call[#call + 1] = args[i + 2 + j]; call[#call + 1] = 1
+      end
+      redis.call(unpack(call)); i = i + 3 + count
+    else
+      return redis.error_reply('CSOP unknown write ' .. tostring(op))
+    end
+  end
+  return nil
+end
+
+-- KEYS: the slot's keys. ARGV: writes.
+local function apply(keys, args)
+  local err = apply_ops(keys, args, 1)
+  if err then return err end
+  return 1
+end
+
+-- One node holds every key (a standalone Redis): the whole commit at once.
+-- KEYS: lock, epoch, journal, data keys. ARGV: token, writes. The new epoch (the token).
+local function commit(keys, args)
+  local err = held(keys[1], args[1])
+  if err then return err end
+  err = apply_ops(keys, args, 2)
+  if err then return err end
+  redis.call('SET', keys[2], args[1])
+  redis.call('DEL', keys[1])
+  return args[1]
+end
+
+-- KEYS: lock, journal. ARGV: token, the journal (every slot's writes), ttl (ms): the lock
+-- lasts that long again, for the writes that follow.
+local function journal(keys, args)
+  local err = held(keys[1], args[1])
+  if err then return err end
+  redis.call('SET', keys[2], args[2])
+  redis.call('PEXPIRE', keys[1], args[3])
+  return 1
+end
+
+-- KEYS: lock. ARGV: token, ttl (ms). A long unit keeps its lock.
+local function extend(keys, args)
+  local err = held(keys[1], args[1])
+  if err then return err end
+  redis.call('PEXPIRE', keys[1], args[2])
+  return 1
+end
+
+-- KEYS: lock, epoch, journal. ARGV: token, changed (1: a commit ended), keep (1: hold on).
+local function release(keys, args)
+  local err = held(keys[1], args[1])
+  if err then return err end
+  local epoch = redis.call('GET', keys[2]) or '0'
+  if args[2] == '1' then
+    redis.call('DEL', keys[3])
+    redis.call('SET', keys[2], args[1])
+    epoch = args[1]
+  end
+  if args[3] ~= '1' then
+    redis.call('DEL', keys[1])
+  end
+  return epoch
+end
+
+redis.register_function{function_name='cs_version', callback=version, flags={'no-writes'}}
+-- Taking, extending and releasing the lock work on a full node, so that reads and releases do.
+redis.register_function{function_name='cs_acquire', callback=acquire, flags={'allow-oom'}}
+redis.register_function('cs_apply', apply)
+redis.register_function('cs_commit', commit)
+redis.register_function('cs_journal', journal)
+redis.register_function{function_name='cs_extend', callback=extend, flags={'allow-oom'}}
+redis.register_function{function_name='cs_release', callback=release, flags={'allow-oom'}}

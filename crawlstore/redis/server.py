@@ -1,0 +1,282 @@
+"""The connection to a Redis server or a Redis Cluster: the address, the checks made on open,
+the function library, and sending one commit's writes slot by slot.
+
+Every key crawlstore writes carries a hash tag: the store's own ``{ns}``, a crawl's ``{ns:c}``
+or one of a crawl's buckets ``{ns:c:b}``, so that each function call touches one slot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from importlib import resources
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from ..errors import InvalidArgument, StoreError, StoreFull
+
+try:
+    import redis
+    from redis.cluster import RedisCluster
+    from redis.crc import key_slot
+except ModuleNotFoundError as exc:  # pragma: no cover - the extra is missing
+    raise ModuleNotFoundError(
+        "a store on Redis needs redis-py: pip install 'crawlstore[redis]'", name=exc.name
+    ) from None
+
+__all__ = ["Address", "Server", "key_slot"]
+
+_T = TypeVar("_T")
+SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+_NS = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: The function library crawlstore loads, and the version its calls need.
+_SOURCE = resources.files(__package__).joinpath("library.lua").read_text()
+#: The library's major version (its calls' contract) and a digest of its text: a node holding
+#: any other text of the same major version gets this one.
+LIBRARY_MAJOR = 1
+LIBRARY_VERSION = f"{LIBRARY_MAJOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
+LIBRARY = _SOURCE.replace("@VERSION@", LIBRARY_VERSION.decode())
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where the store lives: ``redis://host:port/db?ns=name`` (one server) or
+    ``redis+cluster://host:port/?ns=name`` (any node of a cluster)."""
+
+    url: str
+    cluster: bool
+    ns: str
+    #: Each commit waits until a replica has it (``WAIT``), and the server must fsync every
+    #: write (``appendfsync always``).
+    strict: bool
+    #: Seconds a store lock lasts when its holder dies with it.
+    lock_ttl: float
+    #: Buckets of each crawl, fixed when the store is created.
+    buckets: int
+
+    @classmethod
+    def parse(cls, url: str) -> Address:
+        parts = urlsplit(url)
+        if parts.scheme not in SCHEMES:
+            raise InvalidArgument(f"a Redis store URL starts with {' or '.join(SCHEMES)}: {url!r}")
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        ns = query.pop("ns", "crawlstore")
+        if not _NS.fullmatch(ns):
+            raise InvalidArgument(f"ns is 1 to 64 letters, digits, '_', '.' or '-': {ns!r}")
+        strict = query.pop("strict", "0")
+        if strict not in ("0", "1", "true", "false"):
+            raise InvalidArgument(f"strict is 0 or 1: {strict!r}")
+        try:
+            lock_ttl = float(query.pop("lock_ttl", "10"))
+            buckets = int(query.pop("buckets", "1024"))
+        except ValueError as exc:
+            raise InvalidArgument(f"{url!r}: {exc}") from None
+        if not 0.1 <= lock_ttl <= 3600:
+            raise InvalidArgument(f"lock_ttl is 0.1 to 3600 seconds: {lock_ttl}")
+        if not 1 <= buckets <= 16384 or buckets & (buckets - 1):
+            raise InvalidArgument(f"buckets is a power of 2 from 1 to 16384: {buckets}")
+        if query:
+            raise InvalidArgument(f"unknown options in {url!r}: {', '.join(sorted(query))}")
+        scheme = parts.scheme.replace("+cluster", "")
+        client_url = parts._replace(scheme=scheme, query="").geturl()
+        return cls(client_url, parts.scheme.endswith("+cluster"), ns,
+                   strict in ("1", "true"), lock_ttl, buckets)  # fmt: skip
+
+    def __str__(self) -> str:
+        kind = "redis+cluster" if self.cluster else "redis"
+        return f"{kind}://{self.url.split('://', 1)[1]}?ns={self.ns}"
+
+
+def _full(exc: object) -> bool:
+    """Whether a reply is a node's refusal for lack of memory (redis-py strips the ``OOM``)."""
+    return isinstance(exc, redis.exceptions.OutOfMemoryError) or str(exc).startswith("OOM")
+
+
+def _error(address: Address, exc: Exception) -> StoreError:
+    """A Redis error as crawlstore's: a full shard is ``StoreFull``."""
+    text = str(exc)
+    if _full(exc):
+        return StoreFull(
+            f"{address}: a Redis node is out of memory (maxmemory, noeviction): {text}. "
+            "Nothing is lost; add memory or nodes, or delete crawls"
+        )
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return StoreError(f"{address}: Redis is unreachable: {text}")
+    return StoreError(f"{address}: Redis refused a command: {text}")
+
+
+class Server:
+    """A client of the store's Redis (one server or a cluster), checked on open: the eviction
+    policy, the fsync setting of strict mode, and the function library on every master."""
+
+    def __init__(self, address: Address) -> None:
+        self.address = address
+        #: How many times a call met a failover, a moving slot or a lost node: what a process
+        #: read before may be gone (a master that failed over lost its last writes).
+        self.disturbed = 0
+        try:
+            if address.cluster:
+                self.client: Any = RedisCluster.from_url(address.url)
+            else:
+                self.client = redis.Redis.from_url(address.url)
+            self._check()
+        except redis.RedisError as exc:
+            raise _error(address, exc) from None
+
+    # -- checks on open -------------------------------------------------------------------------
+
+    def masters(self) -> list[Any]:
+        """A client of each master (the one server when not a cluster)."""
+        if not self.address.cluster:
+            return [self.client]
+        return [node.redis_connection for node in self.client.get_primaries()]
+
+    def _check(self) -> None:
+        for node in self.masters():
+            policy = node.config_get("maxmemory-policy").get("maxmemory-policy")
+            if policy != "noeviction":
+                raise StoreError(
+                    f"{self.address}: a node has maxmemory-policy {policy}: crawl state must "
+                    "never be evicted. Set maxmemory-policy noeviction (a full node then "
+                    "refuses writes, which crawlstore reports as StoreFull)"
+                )
+            if self.address.strict:
+                fsync = node.config_get("appendfsync").get("appendfsync")
+                aof = node.config_get("appendonly").get("appendonly")
+                if aof != "yes" or fsync != "always":
+                    raise StoreError(
+                        f"{self.address}: strict mode needs appendonly yes and appendfsync "
+                        f"always on every master (a node has {aof}, {fsync})"
+                    )
+            self._load_library(node)
+
+    @staticmethod
+    def _load_library(node: Any) -> None:
+        """Load the function library where it is missing or older."""
+        try:
+            found = node.fcall_ro("cs_version", 0)
+        except redis.ResponseError as exc:
+            if "not found" not in str(exc).lower() and "unknown" not in str(exc).lower():
+                raise
+            found = None
+        if found is not None and int(found.split(b".")[0]) > LIBRARY_MAJOR:
+            raise StoreError(
+                f"the Redis node has crawlstore functions version {found!r}, newer than this "
+                f"crawlstore's {LIBRARY_VERSION!r}: upgrade crawlstore"
+            )
+        if found != LIBRARY_VERSION:
+            node.function_load(LIBRARY, replace=True)
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def call(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` (client calls), with crawlstore's errors; a node without the
+        function library (restarted from nothing, added by hand) gets it, and the operation
+        runs again; a cluster that is failing over or moving a slot is waited for."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return operation()
+            except (redis.exceptions.TryAgainError, redis.exceptions.ClusterError) as exc:
+                # a slot half moved (TRYAGAIN; redis-py strips the word, and gives up after a
+                # few tries with "TTL exhausted"), or the cluster down while a replica takes over
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"{self.address}: the cluster stayed unavailable for 30 s (failing "
+                        f"over, or moving slots): {exc}"
+                    ) from None
+                self.disturbed += 1
+                time.sleep(0.05)
+            except redis.ResponseError as exc:
+                text = str(exc)
+                if "Function not found" in text or "function not found" in text.lower():
+                    for node in self.masters():
+                        self._load_library(node)
+                    continue
+                if text.startswith("CSLOCK"):
+                    raise StoreError(f"{self.address}: {text[7:]}") from None
+                raise _error(self.address, exc) from None
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if not self.address.cluster or time.monotonic() >= deadline:
+                    raise _error(self.address, exc) from None
+                self.disturbed += 1
+                time.sleep(0.1)  # a master failing over: its replica takes over
+            except redis.RedisError as exc:
+                raise _error(self.address, exc) from None
+
+    def fcall(self, name: str, keys: list[bytes], args: list[Any]) -> Any:
+        return self.call(lambda: self.client.fcall(name, len(keys), *keys, *args))
+
+    def read(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send read commands in one pipeline; their replies."""
+        if len(commands) == 1:
+            return [self.call(lambda: self.client.execute_command(*commands[0]))]
+
+        def send() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(pipe.execute())
+
+        return self.call(send)
+
+    def apply(self, groups: list[tuple[list[bytes], list[Any]]]) -> set[Any]:
+        """Write each group (keys of one slot, their writes) with ``cs_apply``: one pipeline
+        per node; the nodes written to."""
+        if not self.address.cluster:
+            for keys, args in groups:
+                self.fcall("cs_apply", keys, args)
+            return {self.client}
+        by_node: dict[str, tuple[Any, list[tuple[list[bytes], list[Any]]]]] = {}
+        for group in groups:
+            node = self.client.nodes_manager.get_node_from_slot(key_slot(group[0][0]))
+            by_node.setdefault(node.name, (node, []))[1].append(group)
+        written = set()
+        for node, node_groups in by_node.values():
+            written.add(node.name)
+            pipe = node.redis_connection.pipeline(transaction=False)
+            for keys, args in node_groups:
+                pipe.fcall("cs_apply", len(keys), *keys, *args)
+            try:
+                replies = pipe.execute(raise_on_error=False)
+            except (redis.ConnectionError, redis.TimeoutError):
+                replies = [None] * len(node_groups)  # the node failed: route each again
+            for (keys, args), reply in zip(node_groups, replies, strict=True):
+                if isinstance(reply, Exception) or reply is None:
+                    if isinstance(reply, Exception) and _full(reply):
+                        raise _error(self.address, reply)
+                    self.fcall("cs_apply", keys, args)  # moved, a node failing over, no library
+        return written
+
+    def node_of(self, key: bytes) -> Any:
+        """The name of the master serving ``key`` (on a cluster)."""
+        return self.client.nodes_manager.get_node_from_slot(key_slot(key)).name
+
+    def wait_replicas(self, nodes: set[Any], timeout_ms: int = 1000) -> None:
+        """Strict mode: wait until a replica of each master written to has the writes."""
+        if self.address.cluster:
+            clients = [self.client.get_node(node_name=name).redis_connection for name in nodes]
+        else:
+            clients = [self.client]
+        for client in clients:
+            why = f"within {timeout_ms} ms"
+            try:
+                acked = int(self.call(partial(client.execute_command, "WAIT", 1, timeout_ms)))
+            except StoreError as exc:  # the master failed, or is a replica since a failover
+                acked, why = 0, f"({exc})"
+            if acked < 1:
+                raise StoreError(
+                    f"{self.address}: strict mode: no replica acknowledged the commit {why}; "
+                    "it is on the master only, and may be lost if it fails"
+                )
+
+    def scan_keys(self, pattern: bytes) -> Iterator[bytes]:
+        for node in self.masters():
+            yield from node.scan_iter(match=pattern, count=1000)
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,694 @@
+"""``RedisStorage``: the frontier's storage interface on Redis or a Redis Cluster.
+
+Each crawl's data is spread over its buckets: a queue lives in the bucket its key hashes to, a
+URL (its record, its validators, its seen entry) in the bucket of its fingerprint's first
+bits. Every key of a bucket has the bucket's hash tag, so a bucket is one slot and moves
+between masters whole.
+
+| key | type | content |
+|---|---|---|
+| ``{ns}:meta`` | hash | format, buckets, created, crawl ids, store-wide defaults |
+| ``{ns}:crawls`` | hash | crawl name -> id, policy, created |
+| ``{ns}:lock``, ``:epoch``, ``:journal`` | strings | the store lock (``unit.py``) |
+| ``{ns:c}:t`` | hash | the crawl's totals and sequence |
+| ``{ns:c}:x`` | sorted set | the crawl's queues by next event: event ms, sequence, queue key |
+| ``{ns:c}:k`` | sorted set | the crawl's queue keys |
+| ``{ns:c}:st:<name>``, ``:sn`` | hashes | facade state, and its namespaces |
+| ``{ns:c:b}:q`` | hash | queue key -> queue record |
+| ``{ns:c:b}:p:<queue>`` | sorted set | the queue's entries: rank, class, sequence, fingerprint |
+| ``{ns:c:b}:e:<queue>`` | sorted set | the queue's lease expiries: ms, token |
+| ``{ns:c:b}:s:<queue>`` | sorted set | the queue's schedule: ms, sequence, fingerprint, time |
+| ``{ns:c:b}:m:<queue>`` | sorted set | the queue's URLs (fingerprints) |
+| ``{ns:c:b}:l`` | hash | token -> lease |
+| ``{ns:c:b}:u`` | hash | fingerprint -> URL record |
+| ``{ns:c:b}:v`` | hash | fingerprint -> validators |
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from typing import Any, TypeVar
+
+import mmh3
+import msgpack
+
+from .. import journal
+from ..errors import CorruptRecord, IncompatibleStore, NotAStore, ReadOnlyStore, StoreError
+from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
+from ..frontier.spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UrlRecord
+from ..store.keys import ms_up
+from ..store.storage import decode_url
+from ..url import FINGERPRINT_VERSION, Fingerprint
+from .server import Server
+from .unit import Cache, Unit
+
+__all__ = ["FORMAT_VERSION", "RedisStorage"]
+
+_T = TypeVar("_T")
+#: The layout of every key and record; bumped on any incompatible change.
+FORMAT_VERSION = 1
+_ORDER = struct.Struct(">IBQ")
+_U64 = struct.Struct(">Q")
+_AT = struct.Struct(">d")
+_FIRST = b"\x00" * 8
+_PACK = msgpack.Packer(use_bin_type=True).pack
+
+
+def _unpack(raw: bytes) -> Any:
+    return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+
+
+class _Reader:
+    def __init__(self, storage: RedisStorage) -> None:
+        self._storage = storage
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        return self._storage.view(operation)
+
+    def close(self) -> None:
+        pass
+
+
+class RedisStorage:
+    """The frontier storage of a store on Redis: every write unit holds the store's lock and
+    commits all its writes at once (see ``unit.py``); several processes on several machines
+    may share it."""
+
+    def __init__(self, server: Server, *, readonly: bool = False) -> None:
+        self.server = server
+        self.readonly = readonly
+        address = server.address
+        self.ns = address.ns.encode()
+        self.tag = b"{" + self.ns + b"}"
+        self.capabilities = Capabilities(
+            persistent=True,
+            atomic_views=True,
+            durability="replicated-wait" if address.strict else "replicated-async",
+            shared=True,
+            local_holders=False,
+            snapshot=False,
+            default_queues="host",
+        )
+        self._cache = Cache()
+        self._lock = threading.RLock()
+        self._owner: journal.Owner | None = None
+        self._unit: Unit | None = None
+        self.meta = self._open_meta()
+        self.buckets = int(self.meta["buckets"])
+        self._shift = 16 - (self.buckets.bit_length() - 1)
+        #: Each crawl's bucket tags, and the key names of the queues lately used.
+        self._tags: dict[int, list[bytes]] = {}
+        self._names: dict[tuple[int, str, bytes], bytes] = {}
+        #: Leading bytes of a fingerprint its bucket decides.
+        self.fp_skip = (self.buckets.bit_length() - 1) // 8
+
+    def __repr__(self) -> str:
+        return f"RedisStorage({str(self.server.address)!r})"
+
+    # -- the store's record ---------------------------------------------------------------------
+
+    def _open_meta(self) -> dict[str, Any]:
+        def read() -> dict[str, Any]:
+            u = self.u()
+            raw = u.hgetall(self.tag + b":meta")
+            if not raw:
+                created = time.time()
+                meta = {b"app": b"crawlstore", b"format": str(FORMAT_VERSION).encode(),
+                        b"fingerprint": str(FINGERPRINT_VERSION).encode(),
+                        b"buckets": str(self.server.address.buckets).encode(),
+                        b"created": repr(created).encode()}  # fmt: skip
+                for field, value in meta.items():
+                    u.hset(self.tag + b":meta", field, value)
+                raw = meta
+            return {k.decode(): v.decode() for k, v in raw.items() if k != b"defaults"}
+
+        meta = self.run(read)
+        name = f"{self.server.address}"
+        if meta.get("app") != "crawlstore":
+            raise NotAStore(f"{name}: the namespace holds keys that are not a crawlstore store")
+        for field, mine in (("format", FORMAT_VERSION), ("fingerprint", FINGERPRINT_VERSION)):
+            if int(meta[field]) > mine:
+                raise IncompatibleStore(
+                    f"{name}: {field} version {meta[field]} is newer than this crawlstore's "
+                    f"{mine}: upgrade crawlstore"
+                )
+        return meta
+
+    # -- units ----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _write(self, *, discard: bool = False) -> Iterator[None]:
+        if journal.check_owner(self._owner, self):
+            yield  # joined: the outer unit commits
+            return
+        with self._lock:
+            unit = Unit(self.server, self._cache, self.tag)
+            unit.begin()
+            self._owner, self._unit = journal.owner(), unit
+            opened = journal.begin(self)  # in-memory state rolls back with the unit
+            committed = False
+            try:
+                yield
+                if discard:
+                    unit.abort()
+                elif self.readonly and unit.writes:
+                    raise ReadOnlyStore(f"{self.server.address} was opened read-only")
+                else:
+                    unit.commit()
+                    committed = True
+            except BaseException:
+                if not committed:
+                    unit.abort()
+                raise
+            finally:
+                self._owner = self._unit = None
+                journal.end(opened, commit=committed)
+
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
+        return self._write()
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        with self._write():
+            return operation()
+
+    view = run
+
+    def scratch(self, operation: Callable[[], _T]) -> _T:
+        if self._unit is not None and journal.check_owner(self._owner, self):
+            unit = self._unit
+            saved = unit.snapshot()
+            try:
+                return operation()
+            finally:
+                unit.restore(saved)
+        with self._write(discard=True):
+            return operation()
+
+    def reader(self) -> _Reader:
+        return _Reader(self)
+
+    def u(self) -> Unit:
+        unit = self._unit
+        if unit is None:
+            raise StoreError(f"{self.server.address}: a storage call outside a unit")
+        return unit
+
+    # -- keys -----------------------------------------------------------------------------------
+
+    def _crawl_tag(self, crawl: CrawlRecord) -> bytes:
+        return crawl.ref[1]  # type: ignore[no-any-return]
+
+    def bucket_tag(self, crawl: CrawlRecord, bucket: int) -> bytes:
+        tags = self._tags.get(crawl.ref[0])
+        if tags is None:
+            cid = crawl.ref[0]
+            tags = self._tags[cid] = [
+                b"{%s:%d:%d}" % (self.ns, cid, b) for b in range(self.buckets)
+            ]
+        return tags[bucket]
+
+    def fp_bucket(self, crawl: CrawlRecord, fp: bytes) -> bytes:
+        """The tag of the bucket a fingerprint's URL, validators and seen entry live in (by its
+        first bits, so the buckets in order hold the fingerprints in order)."""
+        return self.bucket_tag(crawl, self.fp_index(fp))
+
+    def fp_index(self, fp: bytes) -> int:
+        return ((fp[0] << 8) | fp[1]) >> self._shift
+
+    def _queue_bucket(self, crawl: CrawlRecord, key: str) -> bytes:
+        return self._qkey(crawl, key, b"")
+
+    def _qkey(self, crawl: CrawlRecord, key: str, kind: bytes) -> bytes:
+        """The name of a queue's key of ``kind`` (b"": its bucket's tag)."""
+        memo = self._names
+        name = memo.get((crawl.ref[0], key, kind))
+        if name is None:
+            if len(memo) > 200_000:
+                memo.clear()
+            bucket = self._bucket_of(key)
+            tag = self.bucket_tag(crawl, bucket)
+            name = tag + kind + key.encode("utf-8", "surrogatepass") if kind else tag
+            memo[(crawl.ref[0], key, kind)] = name
+        return name
+
+    def _bucket_of(self, key: str) -> int:
+        return mmh3.hash(key, signed=False) % self.buckets
+
+    # -- crawls ---------------------------------------------------------------------------------
+
+    def defaults(self) -> Defaults:
+        raw = self.u().hget(self.tag + b":meta", b"defaults")
+        return Defaults.from_record(_unpack(raw)) if raw is not None else DEFAULTS
+
+    def save_defaults(self, defaults: Defaults) -> None:
+        self.u().hset(self.tag + b":meta", b"defaults", _PACK(defaults.to_record()))
+
+    def crawl(self, name: str) -> CrawlRecord | None:
+        raw = self.u().hget(self.tag + b":crawls", name.encode())
+        if raw is None:
+            return None
+        try:
+            cid, policy, created, settled = _unpack(raw)
+            record = CrawlRecord(name, CrawlPolicy.from_record(policy), created,
+                                 settled=settled)  # fmt: skip
+        except (TypeError, ValueError) as exc:
+            raise CorruptRecord(f"crawls record {name!r} is malformed: {exc!r}") from None
+        record.ref = (cid, b"{" + self.ns + b":%d}" % cid)
+        return record
+
+    def save_crawl(self, crawl: CrawlRecord) -> None:
+        u = self.u()
+        if crawl.ref is None:
+            old = self.crawl(crawl.name)
+            if old is not None:
+                crawl.ref = old.ref
+            else:
+                meta = self.tag + b":meta"
+                cid = int(u.hget(meta, b"crawl_ids") or 0) + 1
+                u.hset(meta, b"crawl_ids", b"%d" % cid)
+                crawl.ref = (cid, b"{" + self.ns + b":%d}" % cid)
+        record = [crawl.ref[0], crawl.policy.to_record(), crawl.created, crawl.settled]
+        u.hset(self.tag + b":crawls", crawl.name.encode(), _PACK(record))
+
+    def crawls(self) -> list[str]:
+        return sorted(k.decode() for k in self.u().hgetall(self.tag + b":crawls"))
+
+    def delete_crawl(self, crawl: CrawlRecord) -> int:
+        u = self.u()
+        cid = crawl.ref[0]
+        found = set(self.server.scan_keys(b"{" + self.ns + b":%d:*" % cid))
+        found.update(self.server.scan_keys(b"{" + self.ns + b":%d}*" % cid))
+        found.update(k for k in u.cache.fields if k.startswith(crawl.ref[1][:-1]))
+        urls = [k for k in found if k.endswith(b"}:u")]
+        counts = self.u().read([("HLEN", k) for k in urls]) if urls else []
+        for key in sorted(found):
+            u.delete(key)
+        u.hset(self.tag + b":crawls", crawl.name.encode(), None)
+        return sum(int(n) for n in counts)
+
+    def totals(self, crawl: CrawlRecord) -> dict[str, int]:
+        raw = self.u().hgetall(self._crawl_tag(crawl) + b":t")
+        return {k.decode(): int(v) for k, v in raw.items() if not k.startswith(b"~")}
+
+    def _total(self, crawl: CrawlRecord, name: bytes) -> int:
+        return int(self.u().hget(self._crawl_tag(crawl) + b":t", name) or 0)
+
+    def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
+        u, key = self.u(), self._crawl_tag(crawl) + b":t"
+        for name, n in deltas.items():
+            if n:
+                field = name.encode()
+                u.hset(key, field, b"%d" % (int(u.hget(key, field) or 0) + n))
+
+    def next_seq(self, crawl: CrawlRecord) -> int:
+        seq = self._total(crawl, b"~seq") + 1
+        self.u().hset(self._crawl_tag(crawl) + b":t", b"~seq", b"%d" % seq)
+        return seq
+
+    def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
+        if self._total(crawl, b"~seq") < at_least:
+            self.u().hset(self._crawl_tag(crawl) + b":t", b"~seq", b"%d" % at_least)
+
+    def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
+        return _State(self, self._crawl_tag(crawl), namespace)
+
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
+        u, tag = self.u(), self._crawl_tag(crawl)
+        for name in sorted(k.decode() for k in u.hgetall(tag + b":sn")):
+            state = u.hgetall(tag + b":st:" + name.encode())
+            for key in sorted(state):
+                yield name, key.decode(), _unpack(state[key])
+
+    # -- queues ---------------------------------------------------------------------------------
+
+    def _decode_queue(self, key: str, raw: bytes) -> QueueRecord:
+        try:
+            record = _unpack(raw)
+            q = QueueRecord.from_record(record[:-1])
+        except (TypeError, ValueError, IndexError) as exc:
+            raise CorruptRecord(f"queues record {key!r} is malformed: {exc!r}") from None
+        q.ref = record[-1] or b""  # its place in the index (b"": none); set: stored
+        return q
+
+    def queue(self, crawl: CrawlRecord, key: str) -> QueueRecord | None:
+        raw = self.u().hget(self._queue_bucket(crawl, key) + b":q", key.encode("utf-8",
+                            "surrogatepass"))  # fmt: skip
+        return self._decode_queue(key, raw) if raw is not None else None
+
+    def _queues_at(self, crawl: CrawlRecord, keys: list[str]) -> list[QueueRecord]:
+        by_bucket: dict[bytes, list[bytes]] = {}
+        for key in keys:
+            by_bucket.setdefault(self._queue_bucket(crawl, key) + b":q", []).append(
+                key.encode("utf-8", "surrogatepass"))  # fmt: skip
+        if len(keys) > 1:
+            self.prefetch_fields(by_bucket)
+        out = []
+        for key in keys:
+            q = self.queue(crawl, key)
+            if q is None:
+                raise CorruptRecord(f"the index of crawl {crawl.name!r} names queue {key!r}, "
+                                    "which has no record")  # fmt: skip
+            out.append(q)
+        return out
+
+    def save_queue(
+        self, crawl: CrawlRecord, queue: QueueRecord, event: float | None, rotate: bool = False
+    ) -> None:
+        u, tag = self.u(), self._crawl_tag(crawl)
+        raw_key = queue.key.encode("utf-8", "surrogatepass")
+        if queue.ref is None:
+            stored = self.queue(crawl, queue.key)
+            if stored is None:
+                self.add_totals(crawl, {"queues": 1})
+                u.zadd(tag + b":k", raw_key)
+                queue.ref = b""
+            else:
+                queue.ref = stored.ref
+        placed: bytes = queue.ref
+        if event is None:
+            member = b""
+        elif placed and not rotate and _U64.unpack_from(placed)[0] == ms_up(event):
+            member = placed
+        else:
+            member = _U64.pack(ms_up(event)) + _U64.pack(self.next_seq(crawl)) + raw_key
+        if member != placed:
+            if placed:
+                u.zrem(tag + b":x", placed)
+            if member:
+                u.zadd(tag + b":x", member)
+        queue.event = event
+        queue.ref = member
+        u.hset(self._queue_bucket(crawl, queue.key) + b":q", raw_key,
+               _PACK([*queue.to_record(), member]))  # fmt: skip
+
+    def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
+        start = after.encode("utf-8", "surrogatepass") if after is not None else None
+        keys = self.u().zrange(self._crawl_tag(crawl) + b":k", start, None, limit)
+        return self._queues_at(crawl, [k.decode("utf-8", "surrogatepass") for k in keys])
+
+    def queue_count(self, crawl: CrawlRecord) -> int:
+        return self.totals(crawl).get("queues", 0)
+
+    def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
+        # index members start with the event rounded up to the millisecond, as on LMDB
+        members = self.u().zrange(self._crawl_tag(crawl) + b":x", None,
+                                  _U64.pack(ms_up(now) + 1), limit)  # fmt: skip
+        return self._queues_at(crawl, [m[16:].decode("utf-8", "surrogatepass") for m in members])
+
+    def next_event(self, crawl: CrawlRecord) -> float | None:
+        first = self.u().zrange(self._crawl_tag(crawl) + b":x", None, None, 1)
+        return _U64.unpack_from(first[0])[0] / 1000 if first else None
+
+    def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
+        u, tag = self.u(), self._crawl_tag(crawl)
+        key = queue.key
+        bucket = self._queue_bucket(crawl, key)
+        fps = self._all(self._qkey(crawl, key, b":m:"))
+        for fp in fps:
+            u.hset(self.fp_bucket(crawl, fp) + b":u", fp, None)
+        for kind in (b":p:", b":e:", b":s:", b":m:"):
+            u.delete(self._qkey(crawl, key, kind))
+        for token, raw in u.hgetall(bucket + b":l").items():
+            if _unpack(raw)[4] == key:
+                u.hset(bucket + b":l", token, None)
+        if queue.ref:
+            u.zrem(tag + b":x", queue.ref)
+        raw_key = key.encode("utf-8", "surrogatepass")
+        u.zrem(tag + b":k", raw_key)
+        u.hset(bucket + b":q", raw_key, None)
+        self.add_totals(crawl, {"queues": -1})
+        return len(fps)
+
+    def _all(self, key: bytes) -> list[bytes]:
+        u, out = self.u(), list[bytes]()
+        while True:
+            part = u.zrange(key, out[-1] if out else None, None, 10_000)
+            out.extend(part)
+            if len(part) < 10_000:
+                return out
+
+    # -- a queue's entries, leases and schedule -------------------------------------------------
+
+    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
+                fp: bytes) -> None:  # fmt: skip
+        self.u().zadd(self._qkey(crawl, queue.key, b":p:"), _ORDER.pack(*order) + fp)
+
+    def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
+        if n <= 0:
+            return []
+        u, key = self.u(), self._qkey(crawl, queue.key, b":p:")
+        members = u.zrange(key, None, None, n)
+        for member in members:
+            u.zrem(key, member)
+        return [Fingerprint(m[13:]) for m in members]
+
+    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
+        u, key = self.u(), self._qkey(crawl, queue.key, b":p:")
+        start = _ORDER.pack(*order)
+        for member in u.zrange(key, start, start + b"\xff", 1, inclusive=True):
+            u.zrem(key, member)
+
+    def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
+        u = self.u()
+        bucket = self._bucket_of(queue.key)
+        lease.token = struct.pack(">I", bucket) + _U64.pack(self.next_seq(crawl)) + os.urandom(4)
+        self._put_lease(crawl, lease)
+        u.zadd(self._qkey(crawl, queue.key, b":e:"), _U64.pack(ms_up(lease.expires)) + lease.token)
+
+    def _put_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
+        record = [lease.fp, lease.expires, lease.owner[0], lease.owner[1], lease.queue]
+        self.u().hset(self._queue_bucket(crawl, lease.queue) + b":l", lease.token, _PACK(record))
+
+    def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
+        if not isinstance(token, bytes) or len(token) != 16:
+            return None
+        bucket = struct.unpack_from(">I", token)[0]
+        if bucket >= self.buckets:
+            return None
+        raw = self.u().hget(self.bucket_tag(crawl, bucket) + b":l", token)
+        return self._lease(token, raw) if raw is not None else None
+
+    @staticmethod
+    def _lease(token: bytes, raw: bytes) -> LeaseRecord:
+        try:
+            fp, expires, pid, start, queue = _unpack(raw)
+            return LeaseRecord(token, Fingerprint(fp), queue, expires, (pid, start))
+        except (TypeError, ValueError) as exc:
+            raise CorruptRecord(f"leases record {token.hex()} is malformed: {exc!r}") from None
+
+    def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None:
+        u, key = self.u(), self._qkey(crawl, lease.queue, b":e:")
+        u.zrem(key, _U64.pack(ms_up(lease.expires)) + lease.token)
+        lease.expires = expires
+        self._put_lease(crawl, lease)
+        u.zadd(key, _U64.pack(ms_up(expires)) + lease.token)
+
+    def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
+        u = self.u()
+        u.hset(self._queue_bucket(crawl, lease.queue) + b":l", lease.token, None)
+        u.zrem(
+            self._qkey(crawl, lease.queue, b":e:"), _U64.pack(ms_up(lease.expires)) + lease.token
+        )
+
+    def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
+        members = self.u().zrange(self._qkey(crawl, queue.key, b":e:"), None,
+                                  _U64.pack(ms_up(now) + 1), 1_000_000)  # fmt: skip
+        out = []
+        for member in members:
+            lease = self.get_lease(crawl, member[8:])
+            if lease is not None and lease.expires <= now:
+                out.append(lease)
+        return out
+
+    def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
+        return self._earliest(self._qkey(crawl, queue.key, b":e:"))
+
+    def _earliest(self, key: bytes) -> float | None:
+        first = self.u().zrange(key, None, None, 1)
+        return _U64.unpack_from(first[0])[0] / 1000 if first else None
+
+    def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
+        keys = [self.bucket_tag(crawl, b) + b":l" for b in range(self.buckets)]
+        replies = self.u().read([("HGETALL", k) for k in keys])
+        mine = self.u()
+        for key, reply in zip(keys, replies, strict=True):
+            if key in mine.cache.fields:  # this unit's own changes
+                reply = mine.hgetall(key)
+            for token, raw in sorted(reply.items()):
+                yield self._lease(token, raw)
+
+    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
+                 fp: bytes) -> None:  # fmt: skip
+        at, seq = when
+        member = _U64.pack(ms_up(at)) + _U64.pack(seq) + fp + _AT.pack(at)
+        self.u().zadd(self._qkey(crawl, queue.key, b":s:"), member)
+
+    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]) -> None:
+        u, key = self.u(), self._qkey(crawl, queue.key, b":s:")
+        start = _U64.pack(ms_up(when[0])) + _U64.pack(when[1])
+        for member in u.zrange(key, start, start + b"\xff", 1, inclusive=True):
+            u.zrem(key, member)
+
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
+        u, key = self.u(), self._qkey(crawl, queue.key, b":s:")
+        out: list[tuple[Any, bytes]] = []
+        for member in u.zrange(key, None, _U64.pack(ms_up(now) + 1), 1_000_000):
+            at = _AT.unpack_from(member, 32)[0]
+            if at > now:  # due later in this millisecond
+                continue
+            u.zrem(key, member)
+            out.append(((at, _U64.unpack_from(member, 8)[0]), Fingerprint(member[16:32])))
+        return out
+
+    def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
+        return self._earliest(self._qkey(crawl, queue.key, b":s:"))
+
+    # -- URLs -----------------------------------------------------------------------------------
+
+    def prefetch_fields(self, wanted: dict[bytes, list[bytes]], sets: Sequence[bytes] = ()) -> None:
+        """Read these hash fields into the unit's cache, and these sorted sets, in one
+        pipeline."""
+        u = self.u()
+        fields = u.cache.fields
+        pending = {}
+        for key, names in wanted.items():
+            if key not in u.cache.whole:
+                known = fields.get(key, {})
+                missing = [f for f in dict.fromkeys(names) if f not in known]
+                if missing:
+                    pending[key] = missing
+        loads = u.unread(sets)
+        if pending or loads:
+            commands = [("HMGET", k, *v) for k, v in pending.items()]
+            replies = self.u().read(commands + [u.whole_read(key) for key in loads])
+            for (key, names), values in zip(pending.items(), replies, strict=False):
+                fields.setdefault(key, {}).update(zip(names, values, strict=True))
+            for key, members in zip(loads, replies[len(commands) :], strict=True):
+                u.loaded(key, members)
+
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
+        """Read ahead in two pipelines: the URLs and the queues' records with their entries,
+        leases and schedule; then the URLs at the head of those queues."""
+        wanted: dict[bytes, list[bytes]] = {}
+        for key in queues:
+            wanted.setdefault(self._queue_bucket(crawl, key) + b":q", []).append(
+                key.encode("utf-8", "surrogatepass"))  # fmt: skip
+        for fp in fps:
+            wanted.setdefault(self.fp_bucket(crawl, fp) + b":u", []).append(fp)
+        u = self.u()
+        sets = [self._qkey(crawl, key, kind) for key in queues for kind in (b":p:", b":e:", b":s:")]
+        self.prefetch_fields(wanted, sets)
+        if queues:
+            heads = [m[13:] for key in queues
+                     for m in u.zrange(self._qkey(crawl, key, b":p:"), None, None, 4)]  # fmt: skip
+            self.prefetch_urls(crawl, heads)
+
+    def prefetch_urls(self, crawl: CrawlRecord, fps: list[bytes]) -> None:
+        """Read these URLs' records ahead, in one pipeline."""
+        by_bucket: dict[bytes, list[bytes]] = {}
+        for fp in fps:
+            by_bucket.setdefault(self.fp_bucket(crawl, fp) + b":u", []).append(fp)
+        self.prefetch_fields(by_bucket)
+
+    def _url(self, crawl: CrawlRecord, fp: bytes, raw: bytes) -> UrlRecord:
+        url = decode_url(b"\x00" * 4 + fp, raw)
+        url.ref = True
+        return url
+
+    def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
+        raw = self.u().hget(self.fp_bucket(crawl, fp) + b":u", fp)
+        return self._url(crawl, fp, raw) if raw is not None else None
+
+    def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
+        u = self.u()
+        value = _PACK([url.state, url.queue, url.where, url.created, url.outcome, url.kind,
+                       url.packed_seed()])  # fmt: skip
+        u.hset(self.fp_bucket(crawl, url.fp) + b":u", url.fp, value)
+        if url.ref is None:
+            if queue.ref is None or queue.key != url.queue:
+                raise StoreError(f"URL {url.fp.hex()} saved before its queue {url.queue!r}")
+            u.zadd(self._qkey(crawl, queue.key, b":m:"), url.fp)
+            url.ref = True
+
+    def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
+        u = self.u()
+        u.hset(self.fp_bucket(crawl, url.fp) + b":u", url.fp, None)
+        u.zrem(self._qkey(crawl, url.queue, b":m:"), url.fp)
+
+    def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
+             limit: int) -> list[UrlRecord]:  # fmt: skip
+        return list(itertools.islice(self._walk(crawl, queue, after), limit))
+
+    def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
+        return self._walk(crawl, queue, None)
+
+    def _walk(
+        self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None
+    ) -> Iterator[UrlRecord]:
+        # each step reads in the unit running then (an export's steps are units of their own)
+        if queue is not None:
+            key = self._qkey(crawl, queue.key, b":m:")
+            while True:
+                part = self.u().zrange(key, after, None, 1000)
+                self.prefetch_urls(crawl, part)
+                for fp in part:
+                    url = self.url(crawl, fp)
+                    if url is None:
+                        raise CorruptRecord(f"queue {queue.key!r} lists {fp.hex()}, which has "
+                                            "no URL record")  # fmt: skip
+                    yield url
+                if len(part) < 1000:
+                    return
+                after = part[-1]
+        first = 0 if after is None else ((after[0] << 8) | after[1]) >> self._shift
+        for bucket in range(first, self.buckets):
+            records = self.u().hgetall(self.bucket_tag(crawl, bucket) + b":u")
+            for fp in sorted(records):
+                if after is None or fp > after:
+                    yield self._url(crawl, Fingerprint(fp), records[fp])
+
+
+class _State(MutableMapping[str, Any]):
+    """A facade's state: one hash of msgpack values, read and written in the caller's unit."""
+
+    def __init__(self, storage: RedisStorage, crawl_tag: bytes, namespace: str) -> None:
+        self._storage = storage
+        self._names = crawl_tag + b":sn"
+        self._name = namespace.encode()
+        self._key = crawl_tag + b":st:" + self._name
+
+    def __getitem__(self, key: str) -> Any:
+        raw = self._storage.u().hget(self._key, key.encode())
+        if raw is None:
+            raise KeyError(key)
+        return _unpack(raw)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"a state key is a str, not {type(key).__name__}: {key!r:.100}")
+        try:
+            packed = _PACK(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError(f"state values are msgpack-able: {value!r:.100} ({exc})") from None
+        u = self._storage.u()
+        if u.hget(self._names, self._name) is None:
+            u.hset(self._names, self._name, b"1")
+        u.hset(self._key, key.encode(), packed)
+
+    def __delitem__(self, key: str) -> None:
+        u = self._storage.u()
+        if u.hget(self._key, key.encode()) is None:
+            raise KeyError(key)
+        u.hset(self._key, key.encode(), None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(k.decode() for k in self._storage.u().hgetall(self._key)))
+
+    def __len__(self) -> int:
+        return len(self._storage.u().hgetall(self._key))

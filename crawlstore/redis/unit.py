@@ -1,0 +1,399 @@
+"""Write units on Redis: the store lock, reads through a cache, writes kept until the commit.
+
+A unit takes the store's lock (``cs_acquire``: a key with a token and a ttl), reads what it
+needs, and keeps its writes; the commit sends them all at once. On one server that is one
+function call (``cs_commit``), which checks the lock, writes, and sets the store's epoch. On a
+cluster the writes span slots: they are first written whole to a journal in the store's slot
+(``cs_journal``), then slot by slot (``cs_apply``), and the journal is dropped as the lock is
+released. A process killed half way leaves its journal: the next unit, of any process, applies
+it again before it reads anything. Every write is a whole value, so applying twice is applying
+once.
+
+What this process read stays valid while nobody else commits: the epoch a unit finds when it
+takes the lock tells whether it is the one this process's cache was left at.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import msgpack
+
+from ..errors import StoreError
+from .server import Server, key_slot
+
+__all__ = ["Cache", "Unit"]
+
+#: A write: its key, then its opcode and operands.
+Write = tuple[bytes, tuple[Any, ...]]
+
+#: Sorted sets of up to this many members are read whole and kept in the cache.
+WHOLE = 256
+#: The cache is dropped when it holds more entries than this.
+CACHE_LIMIT = 200_000
+
+
+class Cache:
+    """What this process knows of the store as of ``epoch``: hash fields (None: absent), whole
+    hashes, whole sorted sets."""
+
+    def __init__(self) -> None:
+        self.epoch: bytes | None = None
+        #: The server's ``disturbed`` count it was read at.
+        self.disturbed = 0
+        self.fields: dict[bytes, dict[bytes, bytes | None]] = {}
+        self.whole: set[bytes] = set()
+        self.zsets: dict[bytes, list[bytes]] = {}
+        self.members: dict[bytes, dict[bytes, bool]] = {}
+        #: Sorted sets known to be too large to keep whole, and those kept whole that grew so.
+        self.big: set[bytes] = set()
+        self.grown: set[bytes] = set()
+
+    def clear(self) -> None:
+        self.epoch = None
+        self.fields.clear()
+        self.whole.clear()
+        self.zsets.clear()
+        self.members.clear()
+        self.big.clear()
+        self.grown.clear()
+
+    def size(self) -> int:
+        return len(self.fields) + len(self.zsets) + len(self.members)
+
+
+class Unit:
+    """One write unit (or read) over the store's keys; ``commit`` or ``abort`` ends it."""
+
+    def __init__(self, server: Server, cache: Cache, store_tag: bytes) -> None:
+        self.server = server
+        self.cache = cache
+        self._lock = store_tag + b":lock"
+        self._epoch = store_tag + b":epoch"
+        self._journal = store_tag + b":journal"
+        #: The unit's writes by key, the last one of each field or member (a unit writes a
+        #: queue's record and the totals many times over), and the keys it deleted first.
+        self.writes: dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]] = {}
+        self.deleted: set[bytes] = set()
+        #: Changes to sorted sets not held whole: members added and removed in this unit.
+        self._added: dict[bytes, set[bytes]] = {}
+        self._removed: dict[bytes, set[bytes]] = {}
+        self.token = os.urandom(8).hex() + str(os.getpid())
+        self._ttl_ms = max(100, int(server.address.lock_ttl * 1000))
+        self.started = 0.0
+
+    # -- the lock -------------------------------------------------------------------------------
+
+    def read(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send reads; a unit that has run for a third of the lock's ttl extends it first."""
+        if time.monotonic() - self.started > self.server.address.lock_ttl / 3:
+            self.server.fcall("cs_extend", [self._lock], [self.token, self._ttl_ms])
+            self.started = time.monotonic()
+        return self.server.read(commands)
+
+    def begin(self) -> None:
+        ttl = self.server.address.lock_ttl
+        ttl_ms = self._ttl_ms
+        deadline = time.monotonic() + 3 * ttl + 5
+        pause = 0.0002
+        while True:
+            reply = self.server.fcall("cs_acquire", [self._lock, self._epoch, self._journal],
+                                      [self.token, ttl_ms])  # fmt: skip
+            if reply[0] == 1:
+                break
+            if time.monotonic() > deadline:
+                raise StoreError(
+                    f"{self.server.address}: the store lock stayed taken for {3 * ttl + 5:.0f} s"
+                )
+            time.sleep(min(pause, max(0.0001, reply[1] / 1000)))
+            pause = min(pause * 2, 0.01)
+        self.started = time.monotonic()
+        epoch, journal = reply[1], reply[2] if len(reply) > 2 else None
+        if journal:  # a commit left half done by a process that died: finish it first
+            try:
+                self._apply([(list(k), list(a)) for k, a in msgpack.unpackb(journal)])
+                epoch = self.server.fcall("cs_release", [self._lock, self._epoch,
+                                          self._journal], [self.token, 1, 1])  # fmt: skip
+            except BaseException:
+                self.abort()  # the journal stays for the next unit
+                raise
+        cache = self.cache
+        if (cache.epoch != epoch or cache.size() > CACHE_LIMIT
+                or cache.disturbed != self.server.disturbed):  # fmt: skip
+            cache.clear()
+            cache.epoch = epoch
+            cache.disturbed = self.server.disturbed
+        for key in cache.grown:
+            if cache.zsets.pop(key, None) is not None:  # grew large: read from the server now
+                cache.big.add(key)
+        cache.grown.clear()
+
+    def commit(self) -> None:
+        """Write the unit's changes and release the lock."""
+        keys = [self._lock, self._epoch, self._journal]
+        if not self.writes:
+            self.server.fcall("cs_release", keys, [self.token, 0, 0])
+            return
+        try:
+            if self.server.address.cluster:
+                groups = self._groups()
+                self.server.fcall("cs_journal", [self._lock, self._journal],
+                                  [self.token, msgpack.packb(groups), self._ttl_ms])  # fmt: skip
+                self._apply(groups)
+                epoch = self.server.fcall("cs_release", keys, [self.token, 1, 0])
+            else:
+                data, args = self._flat(self._all_writes(), start=4)
+                epoch = self.server.fcall("cs_commit", keys + data, [self.token, *args])
+                if self.server.address.strict:
+                    self.server.wait_replicas({None})
+        except BaseException:
+            self.cache.clear()
+            raise
+        self.cache.epoch = epoch
+        self._added.clear()
+        self._removed.clear()
+
+    def _apply(self, groups: list[tuple[list[bytes], list[Any]]]) -> None:
+        """Write a commit slot by slot, as its journal says. In strict mode, only once a
+        replica has the journal (one lost with its master was never applied anywhere), and
+        until a replica of each master written to has the writes (before the release drops
+        the journal that covers them)."""
+        strict = self.server.address.strict
+        if strict:
+            self.server.wait_replicas({self.server.node_of(self._journal)})
+        written = self.server.apply(groups)
+        if strict:
+            self.server.wait_replicas(written)
+
+    def abort(self) -> None:
+        """Drop the unit's changes (and what the cache learnt with them); release the lock."""
+        self.cache.clear()
+        self.writes.clear()
+        self.deleted.clear()
+        with contextlib.suppress(StoreError):  # else it expires
+            self.server.fcall("cs_release", [self._lock, self._epoch, self._journal],
+                              [self.token, 0, 0])  # fmt: skip
+
+    def _all_writes(self) -> list[Write]:
+        out: list[Write] = []
+        for key, writes in self.writes.items():
+            if key in self.deleted:
+                out.append((key, ("D",)))
+            out.extend((key, op) for op in writes.values())
+        return out
+
+    def _write(self, key: bytes, target: tuple[int, Any], op: tuple[Any, ...]) -> None:
+        writes = self.writes.get(key)
+        if writes is None:
+            writes = self.writes[key] = {}
+        writes[target] = op
+
+    def snapshot(self) -> tuple[dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]], set[bytes]]:
+        """The unit's writes so far, for ``restore``."""
+        return {k: dict(v) for k, v in self.writes.items()}, set(self.deleted)
+
+    def restore(self, saved: tuple[dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]],
+                                   set[bytes]]) -> None:  # fmt: skip
+        """Go back to the writes of ``snapshot``: what was written since is forgotten, by the
+        cache too (it is read from the server again, under the unit's writes)."""
+        writes, deleted = saved
+        self.cache.clear()
+        self.cache.epoch = None  # nothing cached is kept past this unit either
+        self._added.clear()
+        self._removed.clear()
+        self.writes, self.deleted = {}, set()
+        for key, ops in writes.items():
+            if key in deleted:
+                self.delete(key)
+            for op in ops.values():
+                code = op[0]
+                if code in "Hh":
+                    self.hset(key, op[1], op[2] if code == "H" else None)
+                elif code == "Z":
+                    self.zadd(key, op[1])
+                elif code == "z":
+                    self.zrem(key, op[1])
+                elif code == "S":
+                    self.sadd(key, op[1])
+                else:
+                    self.setbits(key, list(op[2:]))
+
+    @staticmethod
+    def _flat(
+        ops: list[tuple[bytes, tuple[Any, ...]]], start: int
+    ) -> tuple[list[bytes], list[Any]]:
+        """The writes as ``cs_apply`` takes them: keys, and each write naming its key's index
+        (from ``start``)."""
+        index: dict[bytes, int] = {}
+        keys: list[bytes] = []
+        args: list[Any] = []
+        for key, op in ops:
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(keys) + start
+                keys.append(key)
+            args.append(op[0])
+            args.append(i)
+            args.extend(op[1:])
+        return keys, args
+
+    def _groups(self) -> list[tuple[list[bytes], list[Any]]]:
+        by_slot: dict[int, list[tuple[bytes, tuple[Any, ...]]]] = {}
+        for entry in self._all_writes():
+            by_slot.setdefault(key_slot(entry[0]), []).append(entry)
+        return [self._flat(ops, start=1) for ops in by_slot.values()]
+
+    # -- hashes ---------------------------------------------------------------------------------
+
+    def hget(self, key: bytes, field: bytes) -> bytes | None:
+        known = self.cache.fields.get(key)
+        if known is not None and (field in known or key in self.cache.whole):
+            return known.get(field)
+        value = self.read([("HGET", key, field)])[0]
+        self.cache.fields.setdefault(key, {})[field] = value
+        return value  # type: ignore[no-any-return]
+
+    def hgetall(self, key: bytes) -> dict[bytes, bytes]:
+        cache = self.cache
+        if key not in cache.whole:
+            known = cache.fields.setdefault(key, {})
+            mine = {f[1]: known[f[1]] for f in self.writes.get(key, ()) if f[0] == 0}
+            known.clear()
+            known.update(self.read([("HGETALL", key)])[0])
+            known.update(mine)  # this unit's writes, not sent yet
+            cache.whole.add(key)
+        return {f: v for f, v in cache.fields[key].items() if v is not None}
+
+    def hset(self, key: bytes, field: bytes, value: bytes | None) -> None:
+        self.cache.fields.setdefault(key, {})[field] = value
+        writes = self.writes.get(key)
+        if writes is None:
+            writes = self.writes[key] = {}
+        writes[(0, field)] = ("H", field, value) if value is not None else ("h", field)
+
+    # -- sorted sets, all scores 0, in member (byte) order --------------------------------------
+
+    def zrange(self, key: bytes, after: bytes | None, before: bytes | None, limit: int,
+               *, inclusive: bool = False) -> list[bytes]:  # fmt: skip
+        """Up to ``limit`` members after ``after`` (or from ``after`` with ``inclusive``) and
+        before ``before``, in order."""
+        cache = self.cache
+        whole = cache.zsets.get(key)
+        if whole is None:
+            added, removed = self._added.get(key, set()), self._removed.get(key, set())
+            if not added and not removed and key not in cache.big:
+                members = self.read([self.whole_read(key)])[0]
+                whole = self.loaded(key, members)
+                if whole is None and after is None and before is None:
+                    return list(members[:limit])
+        if whole is None:
+            lo = b"-" if after is None else (b"[" if inclusive else b"(") + after
+            hi = b"+" if before is None else b"(" + before
+            members = self.read([("ZRANGE", key, lo, hi, "BYLEX", "LIMIT", 0,
+                                         limit + len(removed))])[0]  # fmt: skip
+            found = set(members) - removed
+            found.update(m for m in added if _within(m, after, before, inclusive))
+            return sorted(found)[:limit]
+        start = 0
+        if after is not None:
+            start = (bisect.bisect_left if inclusive else bisect.bisect_right)(whole, after)
+        end = len(whole) if before is None else bisect.bisect_left(whole, before)
+        return whole[start : min(end, start + limit)]
+
+    def unread(self, keys: Iterable[bytes]) -> list[bytes]:
+        """Those of these sorted sets a read would load whole."""
+        cache = self.cache
+        return [k for k in dict.fromkeys(keys) if k not in cache.zsets and k not in cache.big
+                and k not in self._added and k not in self._removed]  # fmt: skip
+
+    @staticmethod
+    def whole_read(key: bytes) -> tuple[Any, ...]:
+        return ("ZRANGE", key, "-", "+", "BYLEX", "LIMIT", 0, WHOLE + 1)
+
+    def loaded(self, key: bytes, members: list[bytes]) -> list[bytes] | None:
+        """Keep a sorted set read with ``whole_read`` (None: too large to keep)."""
+        if len(members) > WHOLE:
+            self.cache.big.add(key)
+            return None
+        whole = self.cache.zsets[key] = list(members)
+        return whole
+
+    def zadd(self, key: bytes, member: bytes) -> None:
+        whole = self.cache.zsets.get(key)
+        if whole is not None:
+            i = bisect.bisect_left(whole, member)
+            if i == len(whole) or whole[i] != member:
+                whole.insert(i, member)
+                if len(whole) > 4 * WHOLE:
+                    self.cache.grown.add(key)
+        else:
+            self._removed.get(key, set()).discard(member)
+            self._added.setdefault(key, set()).add(member)
+        self._write(key, (1, member), ("Z", member))
+
+    def zrem(self, key: bytes, member: bytes) -> None:
+        whole = self.cache.zsets.get(key)
+        if whole is not None:
+            i = bisect.bisect_left(whole, member)
+            if i < len(whole) and whole[i] == member:
+                del whole[i]
+        else:
+            self._added.get(key, set()).discard(member)
+            self._removed.setdefault(key, set()).add(member)
+        self._write(key, (1, member), ("z", member))
+
+    # -- plain sets and bits (seen sets) --------------------------------------------------------
+
+    def smembers_known(self, key: bytes, members: list[bytes]) -> list[bool]:
+        known = self.cache.members.setdefault(key, {})
+        missing = [m for m in dict.fromkeys(members) if m not in known]
+        if missing:
+            replies = self.read([("SMISMEMBER", key, *missing[i : i + 1000]) for i in
+                                        range(0, len(missing), 1000)])  # fmt: skip
+            flags = [bool(x) for reply in replies for x in reply]
+            known.update(zip(missing, flags, strict=True))
+        return [known[m] for m in members]
+
+    def sadd(self, key: bytes, member: bytes) -> None:
+        self.cache.members.setdefault(key, {})[member] = True
+        self._write(key, (2, member), ("S", member))
+
+    def getbits(self, key: bytes, positions: list[int]) -> list[int]:
+        commands: list[tuple[Any, ...]] = []
+        for i in range(0, len(positions), 500):
+            part = positions[i : i + 500]
+            commands.append(("BITFIELD_RO", key, *[a for p in part for a in ("GET", "u1", p)]))
+        bits = [int(b) for reply in self.read(commands) for b in reply]
+        for op in self.writes.get(key, {}).values():  # this unit's own bits, not written yet
+            if op[0] == "B":
+                mine = set(op[2:])
+                bits = [1 if p in mine else b for p, b in zip(positions, bits, strict=True)]
+        return bits
+
+    def setbits(self, key: bytes, positions: list[int]) -> None:
+        writes = self.writes.setdefault(key, {})
+        writes[(3, len(writes))] = ("B", len(positions), *positions)
+
+    def delete(self, key: bytes) -> None:
+        """Remove a whole key."""
+        cache = self.cache
+        cache.fields[key] = {}
+        cache.whole.add(key)
+        cache.zsets[key] = []
+        cache.big.discard(key)
+        cache.members.pop(key, None)
+        self._added.pop(key, None)
+        self._removed.pop(key, None)
+        self.writes[key] = {}
+        self.deleted.add(key)
+
+
+def _within(member: bytes, after: bytes | None, before: bytes | None, inclusive: bool) -> bool:
+    if after is not None and (member < after or (member == after and not inclusive)):
+        return False
+    return before is None or member < before

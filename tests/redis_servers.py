@@ -1,0 +1,247 @@
+"""Redis servers for the tests: a standalone node and a cluster of 3 masters and 3 replicas,
+started in a temporary directory on free loopback ports and stopped at the end.
+
+Debian's ``redis-tools`` ships the server binary as ``redis-check-rdb``: it runs as a server
+when started under the name ``redis-server``, so a symlink of that name is made in the run
+directory (nothing system-wide is started).
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Cluster", "Node", "have_server", "server_binary", "shared_node"]
+
+
+def have_server() -> bool:
+    """Whether this machine has a redis-server (or Debian's binary that runs as one)."""
+    return bool(shutil.which("redis-server") or shutil.which("redis-check-rdb"))
+
+
+def server_binary(run_dir: Path) -> str | None:
+    """A ``redis-server`` to run, or None when this machine has none."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    rdb = shutil.which("redis-check-rdb")
+    if rdb is None:
+        return None
+    run_dir.mkdir(parents=True, exist_ok=True)
+    link = run_dir / "redis-server"
+    if not link.exists():
+        link.symlink_to(rdb)
+    return str(link)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` free loopback ports whose cluster bus ports (+10000) are free too."""
+    ports: list[int] = []
+    while len(ports) < n:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + 10000 < 65536 and port not in ports:
+            with socket.socket() as bus:
+                try:
+                    bus.bind(("127.0.0.1", port + 10000))
+                except OSError:
+                    continue
+            ports.append(port)
+    return ports
+
+
+class Node:
+    """One redis-server process."""
+
+    def __init__(self, binary: str, directory: Path, port: int, *options: str) -> None:
+        self.binary, self.directory, self.port = binary, directory, port
+        self.options = options
+        directory.mkdir(parents=True, exist_ok=True)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+                str(self.directory), "--save", "", "--protected-mode", "no",
+                "--maxmemory-policy", "noeviction", *self.options]  # fmt: skip
+        log = open(self.directory / "log", "ab")  # noqa: SIM115 - the child keeps it
+        self.process = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.kill()  # a server that did not come up is not left running
+            raise
+
+    def wait_ready(self, timeout: float = 10) -> None:
+        import redis
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_timeout=1).ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    log = (self.directory / "log").read_text()[-2000:]
+                    raise RuntimeError(
+                        f"redis-server on {self.port} did not start: {log}"
+                    ) from None
+                time.sleep(0.05)
+
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis(port=self.port, socket_timeout=5)
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def pause(self) -> None:
+        """SIGSTOP the server (it keeps its connections, and answers nothing)."""
+        if self.running():
+            self.process.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+
+    def resume(self) -> None:
+        if self.running():
+            self.process.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+
+    def kill(self) -> None:
+        """SIGKILL the server."""
+        if self.running():
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Cluster:
+    """Three masters and three replicas (``cluster-node-timeout`` ``timeout_ms``), each node
+    started with ``options`` too (``"--appendfsync", "always"`` for strict mode)."""
+
+    def __init__(self, binary: str, directory: Path, *options: str, timeout_ms: int = 2000) -> None:
+        ports = free_ports(6)
+        options = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                   "--cluster-node-timeout", str(timeout_ms), "--appendonly", "yes",
+                   "--repl-diskless-sync-delay", "0", *options)  # fmt: skip
+        cli = shutil.which("redis-cli")
+        if cli is None:
+            raise RuntimeError("redis-cli is needed to create a cluster")
+        self.nodes: list[Node] = []
+        try:  # the nodes started are stopped when a later one or the creation fails
+            for port in ports:
+                self.nodes.append(Node(binary, directory / str(port), port, *options))
+            subprocess.run([cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
+                            "--cluster-replicas", "1", "--cluster-yes"],
+                           check=True, capture_output=True, timeout=60)  # fmt: skip
+            self.wait_ok()
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}/"
+
+    def alive(self) -> list[Node]:
+        return [n for n in self.nodes if n.running()]
+
+    def wait_ok(self, timeout: float = 30) -> None:
+        """Until every running node sees the cluster ok and every replica is in sync."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                states = [(n.client().cluster("info")["cluster_state"],
+                           n.client().info("replication").get("master_link_status", "up"))
+                          for n in self.alive()]  # fmt: skip
+            except Exception as exc:
+                states = [(repr(exc), "")]
+            if all(s == ("ok", "up") for s in states):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the cluster did not come up: {states}")
+            time.sleep(0.1)
+
+    def masters(self) -> list[Node]:
+        out = []
+        for node in self.alive():
+            try:
+                if node.client().info("replication")["role"] == "master":
+                    out.append(node)
+            except Exception:
+                continue
+        return out
+
+    def node_id(self, node: Node) -> str:
+        return bytes(node.client().cluster("myid")).decode()
+
+    def owner(self, slot: int) -> Node:
+        """The master serving ``slot``, as the first running node sees it."""
+        for entry in self.alive()[0].client().execute_command("CLUSTER", "SLOTS"):
+            if entry[0] <= slot <= entry[1]:
+                return next(n for n in self.nodes if n.port == entry[2][1])
+        raise RuntimeError(f"no master serves slot {slot}")
+
+    def replica_of(self, master: Node) -> Node:
+        for node in self.alive():
+            info = node.client().info("replication")
+            if info["role"] == "slave" and info["master_port"] == master.port:
+                return node
+        raise RuntimeError(f"the master on {master.port} has no replica")
+
+    def move_slot(self, slot: int, to: Node, pause: Callable[[], object] | None = None) -> None:
+        """Migrate ``slot`` with its keys to the master ``to``, as resharding does; with
+        ``pause``, one key at a time, calling ``pause()`` after each."""
+        source = self.owner(slot)
+        src, dst = source.client(), to.client()
+        src_id, dst_id = self.node_id(source), self.node_id(to)
+        dst.cluster("setslot", slot, "importing", src_id)
+        src.cluster("setslot", slot, "migrating", dst_id)
+        while keys := src.cluster("getkeysinslot", slot, 1 if pause else 50):
+            src.migrate("127.0.0.1", to.port, keys, 0, 5000)
+            if pause is not None:
+                pause()
+        for node in [to, source, *[m for m in self.masters() if m not in (to, source)]]:
+            node.client().cluster("setslot", slot, "node", dst_id)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+_shared: list[Node] = []
+
+
+def shared_node() -> Node | None:
+    """This process's standalone node, started at the first call (None without a
+    redis-server); stopped, with its directory removed, when the process ends."""
+    if not _shared:
+        run = Path(tempfile.mkdtemp(prefix="crawlstore-redis-"))
+        binary = server_binary(run)
+        if binary is None:
+            shutil.rmtree(run, ignore_errors=True)
+            return None
+        node = Node(binary, run / "standalone", free_ports(1)[0])
+        _shared.append(node)
+
+        def stop() -> None:
+            node.stop()
+            shutil.rmtree(run, ignore_errors=True)
+
+        atexit.register(stop)
+    return _shared[0]

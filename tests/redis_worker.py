@@ -1,0 +1,182 @@
+"""Worker processes for the Redis Cluster tests, and the parent's handle on them.
+
+A worker is forked; it opens its own store and writes one line to its pipe after each call
+returned (never before), so the parent knows what the store acknowledged:
+
+- ``P url...``: pushed and admitted; ``L url expires``: handed out with a lease until
+  ``expires``; ``D url expires``: reported Done (the lease it ended); ``N url``: the report
+  came after the lease ended (``NotInFlight``); ``E text``: a call raised ``StoreError``;
+  ``END``: the worker finished; ``X error``: it failed (and exits 1).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from crawlstore import Done, Ready, Seed, Store, Wait
+from crawlstore.errors import NotInFlight, StoreError
+from crawlstore.redis.server import Server
+
+__all__ = ["DIED", "LINKS", "Child", "crawl", "die_mid_commit", "hold_lock", "read_acks", "spawn"]
+
+
+def _ack(fd: int, *words: object) -> None:
+    os.write(fd, (" ".join(map(str, words)) + "\n").encode())
+
+
+def crawl(url: str, fd: int, *, me: int, stop: Path | None = None, push: bool = True,
+          lease_time: float | None = None, batch: int = 5) -> None:  # fmt: skip
+    """Push ``batch`` new URLs (with ``push``), pop up to ``batch`` and report each Done, in a
+    loop: until ``stop`` exists, or, without ``stop``, until the frontier is empty."""
+    store = Store.open(url)
+    policy = {} if lease_time is None else {"lease_time": lease_time}
+    frontier = store.frontier(crawl="c", reap_interval=0.1, **policy)
+    made = 0
+    while stop is None or not stop.exists():
+        try:
+            if push:
+                seeds = [Seed.get(f"https://h{(made + i) % 40}.w{me}.test/{made + i}")
+                         for i in range(batch)]  # fmt: skip
+                made += batch  # never again: a push that failed may yet be replayed
+                admitted = frontier.push_many(seeds)
+                _ack(fd, "P", *[s.url for s, a in zip(seeds, admitted, strict=True) if a])
+            popped = frontier.pop_many(batch)
+            if not popped and stop is None:
+                waiting = frontier.pop()
+                if not isinstance(waiting, (Ready, Wait)):
+                    break  # empty: nothing queued, in flight or scheduled
+                popped = [waiting] if isinstance(waiting, Ready) else []
+                if isinstance(waiting, Wait):
+                    time.sleep(min(0.05, max(0.0, waiting.until - time.time())))
+            for ready in popped:
+                _ack(fd, "L", ready.seed.url, _expiry(ready.seed))
+            for ready in popped:
+                try:
+                    frontier.report(Done(ready.seed))
+                    _ack(fd, "D", ready.seed.url, _expiry(ready.seed))
+                except NotInFlight:
+                    _ack(fd, "N", ready.seed.url)
+        except StoreError as exc:
+            _ack(fd, "E", str(exc).replace("\n", " "))
+    store.close()
+    _ack(fd, "END")
+
+
+#: The exit status of ``die_mid_commit``, and how many URLs its commit pushes.
+DIED = 7
+LINKS = 10
+
+
+def hold_lock(url: str, fd: int) -> None:
+    """Push inside a transaction, say ``IN``, and wait there to be killed."""
+    store = Store.open(url)
+    with store.transaction():
+        store.frontier(crawl="c").push(Seed.get("https://held.test/"))
+        _ack(fd, "IN")
+        time.sleep(60)
+
+
+def die_mid_commit(url: str, fd: int) -> None:
+    """Pop a seed, then report it Done and push ``LINKS`` URLs in one transaction, and die
+    (exit ``DIED``) once the journal and half the slots' writes are sent."""
+    store = Store.open(url)
+    frontier = store.frontier(crawl="c")
+    (ready,) = frontier.pop_many(1)
+    _ack(fd, "L", ready.seed.url, _expiry(ready.seed))
+    apply = Server.apply
+
+    def half(self: Server, groups: list[Any]) -> set[Any]:
+        assert len(groups) > 2
+        apply(self, groups[: len(groups) // 2])
+        os._exit(DIED)
+
+    Server.apply = half  # type: ignore[method-assign]
+    with store.transaction():
+        frontier.report(Done(ready.seed))
+        frontier.push_many(Seed.get(f"https://link{i}.test/") for i in range(LINKS))
+
+
+def _expiry(seed: Seed) -> float:
+    return seed.lease.expires if seed.lease is not None else 0.0
+
+
+class Child:
+    """A forked worker: its pid, its pipe, the lines it sent."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid, self.fd = pid, fd
+        self.lines: list[str] = []
+        self._buffer = b""
+        self.status: int | None = None
+        self.closed = False
+
+    def read(self) -> bool:
+        """Read what is there; False at the end of the pipe."""
+        chunk = os.read(self.fd, 65536)
+        self._buffer += chunk
+        *complete, self._buffer = self._buffer.split(b"\n")
+        self.lines.extend(line.decode() for line in complete)
+        return bool(chunk)
+
+    def running(self) -> bool:
+        if self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = status
+        return self.status is None
+
+    def kill(self) -> None:
+        """SIGKILL it (if it runs), collect it, and read what it sent before."""
+        if self.running():
+            os.kill(self.pid, signal.SIGKILL)
+        self.wait(10)
+
+    def wait(self, timeout: float) -> int:
+        """Its exit status, once it ended and its pipe is read to the end."""
+        deadline = time.monotonic() + timeout
+        while self.running():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"worker {self.pid} did not end in {timeout} s")
+            read_acks([self], 0.05)
+        if not self.closed:
+            while self.read():
+                pass
+            os.close(self.fd)
+            self.closed = True
+        assert self.status is not None
+        return self.status
+
+    def count(self, kind: str) -> int:
+        return sum(line.startswith(kind + " ") for line in self.lines)
+
+
+def spawn(target: Callable[..., None], *args: Any, **kwargs: Any) -> Child:
+    """Fork a worker running ``target(*args, fd, **kwargs)``; it exits 0, or 1 on an error."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_fd)
+        code = 0
+        try:
+            target(*args, write_fd, **kwargs)
+        except BaseException as exc:
+            _ack(write_fd, "X", repr(exc).replace("\n", " "))
+            code = 1
+        os._exit(code)
+    os.close(write_fd)
+    return Child(pid, read_fd)
+
+
+def read_acks(children: Iterable[Child], timeout: float) -> None:
+    """Read the lines the children sent within ``timeout`` seconds."""
+    by_fd = {child.fd: child for child in children if child.status is None}
+    if by_fd:
+        ready, _, _ = select.select(list(by_fd), [], [], timeout)
+        for fd in ready:
+            by_fd[fd].read()
