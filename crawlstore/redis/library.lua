@@ -51,6 +51,11 @@ local function apply_ops(keys, args, first)
       redis.call('SREM', key, args[i + 2]); i = i + 3
     elseif op == 'D' then
       redis.call('DEL', key); i = i + 2
+    elseif op == 'L' then  -- a string of this many zero bytes, made at once when it is new
+      if redis.call('EXISTS', key) == 0 then
+        redis.call('SETRANGE', key, tonumber(args[i + 2]) - 1, '\0')
+      end
+      i = i + 3
     elseif op == 'B' then
       local count = tonumber(args[i + 2])
       local call = {'BITFIELD', key}

@@ -220,6 +220,8 @@ class Unit:
                     self.zrem(key, op[1])
                 elif code == "S":
                     self.sadd(key, op[1])
+                elif code == "L":
+                    self.allocate(key, op[1])
                 else:
                     self.setbits(key, list(op[2:]))
 
@@ -378,6 +380,11 @@ class Unit:
     def setbits(self, key: bytes, positions: list[int]) -> None:
         writes = self.writes.setdefault(key, {})
         writes[(3, len(writes))] = ("B", len(positions), *positions)
+
+    def allocate(self, key: bytes, size: int) -> None:
+        """Make the string ``key`` ``size`` zero bytes long when it does not exist (a Bloom
+        filter's bits, which would otherwise grow with room to spare)."""
+        self._write(key, (4, 0), ("L", size))
 
     def delete(self, key: bytes) -> None:
         """Remove a whole key."""

@@ -234,6 +234,9 @@ class RedisBloomSeen(_Seen):
         if raw is None:
             if write:
                 u.hset(key, b"~bloom", msgpack.packb(self._params))
+                for first in range(0, self._storage.buckets, self._spread):
+                    u.allocate(self._storage.bucket_tag(crawl, first) + b":bl",
+                               (self._part_bits + 7) // 8)  # fmt: skip
             return crawl
         stored = msgpack.unpackb(raw)
         if stored != self._params:
