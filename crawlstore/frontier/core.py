@@ -452,7 +452,8 @@ class CoreFrontier(Frontier):
     ) -> list[Ready]:
         if not self._defaults.active:
             return []  # the store-wide switch is off: nothing is handed out
-        if now >= self._next_reap:
+        if now >= self._next_reap and self.storage.capabilities.local_holders:
+            # (a lease held on another machine ends by time only: the index brings its queue)
             self._reap(crawl, now)
         out: list[Ready] = []
         served = 0

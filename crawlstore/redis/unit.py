@@ -76,6 +76,8 @@ class Unit:
         self._lock = store_tag + b":lock"
         self._epoch = store_tag + b":epoch"
         self._journal = store_tag + b":journal"
+        #: What taking and releasing the lock touch.
+        self._keys = [self._lock, self._epoch, self._journal]
         #: The unit's writes by key, the last one of each field or member (a unit writes a
         #: queue's record and the totals many times over), and the keys it deleted first.
         self.writes: dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]] = {}
@@ -98,12 +100,10 @@ class Unit:
 
     def begin(self) -> None:
         ttl = self.server.address.lock_ttl
-        ttl_ms = self._ttl_ms
         deadline = time.monotonic() + 3 * ttl + 5
         pause = 0.0002
         while True:
-            reply = self.server.fcall("cs_acquire", [self._lock, self._epoch, self._journal],
-                                      [self.token, ttl_ms])  # fmt: skip
+            reply = self.server.fcall("cs_acquire", self._keys, [self.token, self._ttl_ms])
             if reply[0] == 1:
                 break
             if time.monotonic() > deadline:
@@ -117,8 +117,7 @@ class Unit:
         if journal:  # a commit left half done by a process that died: finish it first
             try:
                 self._apply([(list(k), list(a)) for k, a in msgpack.unpackb(journal)])
-                epoch = self.server.fcall("cs_release", [self._lock, self._epoch,
-                                          self._journal], [self.token, 1, 1])  # fmt: skip
+                epoch = self.server.fcall("cs_release", self._keys, [self.token, 1, 1])
             except BaseException:
                 self.abort()  # the journal stays for the next unit
                 raise
@@ -135,7 +134,7 @@ class Unit:
 
     def commit(self) -> None:
         """Write the unit's changes and release the lock."""
-        keys = [self._lock, self._epoch, self._journal]
+        keys = self._keys
         if not self.writes:
             self.server.fcall("cs_release", keys, [self.token, 0, 0])
             return
@@ -148,7 +147,7 @@ class Unit:
                 epoch = self.server.fcall("cs_release", keys, [self.token, 1, 0])
             else:
                 data, args = self._flat(self._all_writes(), start=4)
-                epoch = self.server.fcall("cs_commit", keys + data, [self.token, *args])
+                epoch = self.server.fcall("cs_commit", [*keys, *data], [self.token, *args])
                 if self.server.address.strict:
                     self.server.wait_replicas({None})
         except BaseException:
@@ -176,8 +175,7 @@ class Unit:
         self.writes.clear()
         self.deleted.clear()
         with contextlib.suppress(StoreError):  # else it expires
-            self.server.fcall("cs_release", [self._lock, self._epoch, self._journal],
-                              [self.token, 0, 0])  # fmt: skip
+            self.server.fcall("cs_release", self._keys, [self.token, 0, 0])
 
     def _all_writes(self) -> list[Write]:
         out: list[Write] = []
