@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from redis_servers import Node, shared_node
+from redis_servers import (
+    NO_SERVER,
+    Cluster,
+    Node,
+    cluster_cli,
+    server_binaries,
+    server_binary,
+    shared_node,
+    version,
+)
 
 from crawlstore import InMemFrontier, ManualClock, Seed, Store
 from crawlstore.frontier import Frontier
@@ -19,14 +29,37 @@ STORAGES = ["memory", "store", "redis"]
 _namespaces = itertools.count()
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which Redis-compatible servers the Redis tests run on."""
+    with tempfile.TemporaryDirectory() as run:
+        found = server_binaries(Path(run))
+        if not found:
+            return f"redis: none ({NO_SERVER})"
+        return "redis: " + ", ".join(f"{version(b)} ({name})" for name, b in found.items())
+
+
 @pytest.fixture(scope="session")
 def redis_node() -> Node:
     """A standalone redis-server for the session (skipped, with the reason, without one)."""
     node = shared_node()
     if node is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-tools): Redis tests "
-                    "skipped")  # fmt: skip
+        pytest.skip(f"{NO_SERVER}: Redis tests skipped")
     return node
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One Redis Cluster (3 masters, 3 replicas) for the session, its nodes fsyncing every
+    write (as strict mode needs); a test that breaks it restores it."""
+    run = tmp_path_factory.mktemp("cluster")
+    binary = server_binary(run)
+    if binary is None or cluster_cli() is None:
+        pytest.skip(f"{NO_SERVER}: Redis Cluster tests skipped")
+    nodes = Cluster(binary, run, "--appendfsync", "always")
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
 
 
 @pytest.fixture

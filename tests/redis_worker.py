@@ -21,9 +21,19 @@ from typing import Any
 
 from crawlstore import Done, Ready, Seed, Store, Wait
 from crawlstore.errors import NotInFlight, StoreError
-from crawlstore.redis.server import Server
+from crawlstore.redis import points
 
-__all__ = ["DIED", "LINKS", "Child", "crawl", "die_mid_commit", "hold_lock", "read_acks", "spawn"]
+__all__ = [
+    "DIED",
+    "LINKS",
+    "Child",
+    "crawl",
+    "die_mid_commit",
+    "hold_lock",
+    "pause_in_commit",
+    "read_acks",
+    "spawn",
+]
 
 
 def _ack(fd: int, *words: object) -> None:
@@ -84,22 +94,44 @@ def hold_lock(url: str, fd: int) -> None:
 
 def die_mid_commit(url: str, fd: int) -> None:
     """Pop a seed, then report it Done and push ``LINKS`` URLs in one transaction, and die
-    (exit ``DIED``) once the journal and half the slots' writes are sent."""
+    (exit ``DIED``) once some of the slots have its writes and others not."""
     store = Store.open(url)
     frontier = store.frontier(crawl="c")
     (ready,) = frontier.pop_many(1)
     _ack(fd, "L", ready.seed.url, _expiry(ready.seed))
-    apply = Server.apply
-
-    def half(self: Server, groups: list[Any]) -> set[Any]:
-        assert len(groups) > 2
-        apply(self, groups[: len(groups) // 2])
-        os._exit(DIED)
-
-    Server.apply = half  # type: ignore[method-assign]
+    points.hook = lambda point: os._exit(DIED) if point == points.BETWEEN_SLOTS else None
     with store.transaction():
         frontier.report(Done(ready.seed))
         frontier.push_many(Seed.get(f"https://link{i}.test/") for i in range(LINKS))
+
+
+def pause_in_commit(url: str, fd: int, *, point: str, push: list[str], report: bool = False,
+                    ) -> None:  # fmt: skip
+    """With ``report``, pop a seed first. Then, in one unit, report it Done and push ``push``,
+    stopping (SIGSTOP, after saying ``PAUSED``) when the unit's commit reaches ``point``
+    (``crawlstore.redis.points``); say ``OK`` once the unit returned, ``E text`` if it raised."""
+    store = Store.open(url)
+    frontier = store.frontier(crawl="c")
+    ready = None
+    if report:
+        (ready,) = frontier.pop_many(1)
+        _ack(fd, "L", ready.seed.url, _expiry(ready.seed))
+
+    def stop(name: str) -> None:
+        if name == point:
+            points.hook = None
+            _ack(fd, "PAUSED")
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    points.hook = stop
+    try:
+        with store.transaction():
+            if ready is not None:
+                frontier.report(Done(ready.seed))
+            frontier.push_many(Seed.get(u) for u in push)
+        _ack(fd, "OK")
+    except StoreError as exc:
+        _ack(fd, "E", str(exc).replace("\n", " "))
 
 
 def _expiry(seed: Seed) -> float:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from redis_servers import have_server, shared_node
+from redis_servers import NO_SERVER, have_server, shared_node
 
 from crawlstore import (
     Cancelled,
@@ -491,4 +491,4 @@ TestStoreMachine.settings = settings(max_examples=60, stateful_step_count=40, de
 TestRedisMachine = RedisMachine.TestCase
 TestRedisMachine.settings = settings(max_examples=12, stateful_step_count=30, deadline=None)
 if not have_server():
-    TestRedisMachine = pytest.mark.skip(reason="redis-server is not installed")(TestRedisMachine)
+    TestRedisMachine = pytest.mark.skip(reason=NO_SERVER)(TestRedisMachine)

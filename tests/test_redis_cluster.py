@@ -11,45 +11,46 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis_worker
-from redis_servers import Cluster, Node, free_ports, have_server, server_binary
+from redis_checks import (
+    Acks,
+    check,
+    drain_held,
+    pop_all,
+    role,
+    seeds,
+    slot_of,
+    stop_all,
+    store_slot,
+    wait_acks,
+    wait_for,
+)
+from redis_servers import (
+    NO_SERVER,
+    Cluster,
+    Node,
+    cluster_cli,
+    free_ports,
+    have_server,
+    server_binary,
+)
 from redis_worker import Child, read_acks, spawn
 
-from crawlstore import Done, Seed, Store
+from crawlstore import Seed, Store
 from crawlstore.errors import StoreError, StoreFull
-from crawlstore.frontier import Frontier
 from crawlstore.redis.server import LIBRARY_VERSION
 
 pytestmark = pytest.mark.skipif(
-    not have_server() or shutil.which("redis-cli") is None,
-    reason="redis-server and redis-cli are not installed (apt-get install redis-tools): Redis "
-    "Cluster tests skipped",
+    not have_server() or cluster_cli() is None, reason=f"{NO_SERVER}: Redis Cluster tests skipped"
 )
 
-redis_crc = pytest.importorskip("redis.crc")
 _namespaces = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One cluster for the module, its nodes fsyncing every write (as strict mode needs); a
-    test that breaks it restores it."""
-    run = tmp_path_factory.mktemp("cluster")
-    binary = server_binary(run)
-    assert binary is not None
-    nodes = Cluster(binary, run, "--appendfsync", "always")
-    try:
-        yield nodes
-    finally:
-        nodes.stop()
 
 
 @pytest.fixture
@@ -67,144 +68,6 @@ def node(tmp_path: Path) -> Iterator[Node]:
         yield server
     finally:
         server.stop()
-
-
-# -- helpers ------------------------------------------------------------------------------------
-
-
-def seeds(n: int, hosts: int, tag: str = "") -> list[Seed]:
-    return [Seed.get(f"https://h{i % hosts}.test/{tag}{i}") for i in range(n)]
-
-
-def check(frontier: Frontier) -> dict[str, str]:
-    """The invariants (each URL listed once, in one state; the crawl's and each queue's
-    gauges equal the states of their URLs); each URL's state."""
-    urls: dict[str, str] = {}
-    per_queue: Counter[tuple[str | None, str]] = Counter()
-    after = None
-    while page := frontier.urls(after=after, limit=1000):
-        for status in page:
-            assert status.url not in urls, f"{status.url} is listed twice"
-            urls[status.url] = status.state
-            per_queue[status.queue, status.state] += 1
-        after = page[-1].fingerprint
-    states = Counter(urls.values())
-    stats = frontier.stats()
-    assert stats.admitted >= len(urls)  # a finished URL pushed again is admitted again
-    assert (stats.queued, stats.in_flight, stats.scheduled, stats.done) == (
-        states["queued"], states["in_flight"], states["scheduled"], states["done"])  # fmt: skip
-    assert len(frontier) == stats.queued + stats.in_flight + stats.scheduled
-    queues, last = [], None
-    while page_q := frontier.queues(after=last, limit=500):
-        queues += page_q
-        last = page_q[-1].key
-    for q in queues:
-        assert (q.queued, q.in_flight, q.scheduled) == (per_queue[q.key, "queued"],
-            per_queue[q.key, "in_flight"], per_queue[q.key, "scheduled"]), q  # fmt: skip
-    return urls
-
-
-def pop_all(store: Store, frontier: Frontier) -> list[str]:
-    """Pop until nothing is ready, reporting Done a batch a transaction; the URLs popped."""
-    out: list[str] = []
-    while popped := frontier.pop_many(200):
-        with store.transaction():
-            for ready in popped:
-                frontier.report(Done(ready.seed))
-        out += [ready.seed.url for ready in popped]
-    return out
-
-
-def drain_held(url: str) -> None:
-    """Every seed the crawl holds, in flight ones too (on a clock past every lease), pops
-    exactly once."""
-    with Store.open(url, clock=lambda: time.time() + 86400) as store:
-        frontier = store.frontier(crawl="c")
-        held = {u for u, state in check(frontier).items() if state in ("queued", "in_flight")}
-        frontier.core.reap()
-        popped = pop_all(store, frontier)
-        assert len(popped) == len(set(popped)) and set(popped) == held
-        assert len(frontier) == 0
-
-
-def wait_for(children: list[Child], done: Callable[[], bool], timeout: float, what: str) -> None:
-    """Read the workers' lines until ``done()``; fails if a worker not killed ended, or if it
-    takes longer."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        for child in children:
-            assert child.status is not None or child.running(), f"ended: {child.lines[-5:]}"
-        assert time.monotonic() < deadline, f"no {what} in {timeout} s"
-        read_acks(children, 0.05)
-
-
-def wait_acks(children: list[Child], kind: str, more: int, what: str, *, each: bool = True,
-              timeout: float = 60) -> None:  # fmt: skip
-    """Read until each worker (not ``each``: all together) sent ``more`` lines of ``kind``."""
-    start = [c.count(kind) for c in children]
-
-    def counts() -> list[int]:
-        return [c.count(kind) - n for c, n in zip(children, start, strict=True)]
-
-    wait_for(children, lambda: min(counts()) >= more if each else sum(counts()) >= more,
-             timeout, what)  # fmt: skip
-
-
-@dataclass
-class Acks:
-    """What the workers were told: URLs pushed, each lease's expiry by URL, URLs done (with
-    the expiry of the lease they ended), and errors."""
-
-    pushed: set[str] = field(default_factory=set)
-    leases: dict[str, list[float]] = field(default_factory=dict)
-    done: dict[str, float] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, children: list[Child]) -> Acks:
-        acks = cls()
-        for line in (line for child in children for line in child.lines):
-            kind, _, rest = line.partition(" ")
-            if kind == "P":
-                acks.pushed.update(rest.split())
-            elif kind in ("L", "D"):
-                url, expires = rest.split()
-                if kind == "L":
-                    acks.leases.setdefault(url, []).append(float(expires))
-                else:
-                    acks.done[url] = float(expires)
-            elif kind in ("E", "X"):
-                acks.errors.append(rest)
-        return acks
-
-    def check_errors(self, *expected: str) -> None:
-        """Every error a worker met is one of those ``expected``."""
-        assert [e for e in self.errors if not any(x in e for x in expected)] == []
-
-    def check_kept(self, states: dict[str, str]) -> None:
-        """Nothing acknowledged is lost, and no URL was handed out twice."""
-        assert self.pushed and self.pushed <= states.keys()
-        assert all(states[url] == "done" for url in self.done)
-        assert not {url for url, leases in self.leases.items() if len(leases) > 1}
-
-
-def store_slot(ns: str) -> int:
-    """The slot of the store's own keys (its lock, epoch, journal)."""
-    return slot_of(b"{" + ns.encode() + b"}")
-
-
-def slot_of(key: bytes) -> int:
-    return int(redis_crc.key_slot(key))
-
-
-def role(node: Node) -> str:
-    return str(node.client().info("replication")["role"])
-
-
-def stop_all(children: list[Child], stop: Path) -> None:
-    stop.touch()
-    for child in children:
-        assert child.wait(60) == 0, child.lines[-5:]
 
 
 # -- routing ------------------------------------------------------------------------------------
@@ -272,6 +135,28 @@ def test_a_master_killed_under_load(
     if strict:
         acks.check_kept(states)
     drain_held(url)
+
+
+@pytest.mark.slow
+def test_a_client_whose_own_node_dies_goes_on(cluster: Cluster, ns: str) -> None:
+    """The node named in the store's URL is SIGKILLed and its replica takes over: the client
+    goes on through the other nodes (redis-py asks its first node which keys a function call
+    names; every call failed with 'unreachable' while that node stayed its default)."""
+    master = cluster.masters()[0]
+    replica = cluster.replica_of(master)
+    try:
+        with Store.open(f"redis+cluster://127.0.0.1:{master.port}/?ns={ns}") as store:
+            frontier = store.frontier(crawl="c")
+            assert all(frontier.push_many(seeds(50, 50)))
+            master.kill()
+            wait_for([], lambda: role(replica) == "master", 30, "promotion")
+            cluster.wait_ok()
+            assert all(frontier.push_many(seeds(50, 50, tag="after-")))
+            assert len(pop_all(store, frontier)) == 100
+            assert Counter(check(frontier).values()) == {"done": 100}
+    finally:
+        master.start()
+        cluster.wait_ok()
 
 
 # -- slots moved under load ---------------------------------------------------------------------

@@ -6,6 +6,12 @@
 -- commit it knew) and the journal of a commit under way;
 -- ``cs_apply`` writes one slot's share of a commit. Writes are whole values (no increments),
 -- so applying a journal twice gives what applying it once gives.
+--
+-- Fencing: taking the lock also draws a fence, a number that only grows (``INCR`` in the
+-- store's slot). Every slot's writes carry their unit's fence, and each hash tag written keeps
+-- the newest fence applied to it (``<tag>:f``): a write older than that is refused. So a unit
+-- paused past its lock's ttl, whose journal the next holder applied, cannot write its stale
+-- values over what later units wrote, however long it was paused.
 
 local VERSION = '@VERSION@'  -- major.digest, filled in by crawlstore/redis/server.py
 
@@ -13,13 +19,14 @@ local function version()
   return VERSION
 end
 
--- KEYS: lock, epoch, journal. ARGV: token, ttl (ms).
--- {1, epoch, journal or false} when taken; {0, ms the holder has left} when held.
+-- KEYS: lock, epoch, journal, fence counter. ARGV: token, ttl (ms).
+-- {1, epoch, fence, journal or false} when taken; {0, ms the holder has left} when held.
 local function acquire(keys, args)
   if redis.call('SET', keys[1], args[1], 'NX', 'PX', args[2]) then
     local epoch = redis.call('GET', keys[2]) or '0'
+    local fence = redis.call('INCR', keys[4])
     local journal = redis.call('GET', keys[3])
-    return {1, epoch, journal}
+    return {1, epoch, fence, journal}
   end
   return {0, redis.call('PTTL', keys[1])}
 end
@@ -71,10 +78,23 @@ local function apply_ops(keys, args, first)
   return nil
 end
 
--- KEYS: the slot's keys. ARGV: writes.
+-- KEYS: the slot's data keys, then the fence keys of their hash tags. ARGV: the unit's
+-- fence, how many fence keys, writes (naming data keys by their index in KEYS).
 local function apply(keys, args)
-  local err = apply_ops(keys, args, 1)
+  local fence = tonumber(args[1])
+  local first = #keys - tonumber(args[2]) + 1
+  for i = first, #keys do
+    local newest = tonumber(redis.call('GET', keys[i]) or '0')
+    if newest > fence then
+      return redis.error_reply('CSFENCE a later unit has written here (fence ' .. newest ..
+        ' > ' .. fence .. '): this unit held the store lock past its ttl')
+    end
+  end
+  local err = apply_ops(keys, args, 3)
   if err then return err end
+  for i = first, #keys do
+    redis.call('SET', keys[i], args[1])
+  end
   return 1
 end
 

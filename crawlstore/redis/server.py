@@ -12,7 +12,6 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -28,7 +27,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the extra is missing
         "a store on Redis needs redis-py: pip install 'crawlstore[redis]'", name=exc.name
     ) from None
 
-__all__ = ["Address", "Server", "key_slot"]
+__all__ = ["FENCE", "Address", "Server", "key_slot"]
 
 _T = TypeVar("_T")
 SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
@@ -37,9 +36,11 @@ _NS = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _SOURCE = resources.files(__package__).joinpath("library.lua").read_text()
 #: The library's major version (its calls' contract) and a digest of its text: a node holding
 #: any other text of the same major version gets this one.
-LIBRARY_MAJOR = 1
+LIBRARY_MAJOR = 2
 LIBRARY_VERSION = f"{LIBRARY_MAJOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
 LIBRARY = _SOURCE.replace("@VERSION@", LIBRARY_VERSION.decode())
+#: The suffix of a hash tag's fence key: the newest fence applied to the tag's keys.
+FENCE = b":f"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,13 @@ class Address:
     def __str__(self) -> str:
         kind = "redis+cluster" if self.cluster else "redis"
         return f"{kind}://{self.url.split('://', 1)[1]}?ns={self.ns}"
+
+
+def _fenced(keys: list[bytes], args: list[Any], fence: int) -> tuple[list[bytes], list[Any]]:
+    """A slot's ``cs_apply`` call: its keys, then the fence key of each hash tag among them;
+    the fence, how many fence keys, then the writes."""
+    fences = list(dict.fromkeys(key[: key.index(b"}") + 1] + FENCE for key in keys))
+    return [*keys, *fences], [fence, len(fences), *args]
 
 
 def _full(exc: object) -> bool:
@@ -197,13 +205,16 @@ class Server:
                     for node in self.masters():
                         self._load_library(node)
                     continue
-                if text.startswith("CSLOCK"):
-                    raise StoreError(f"{self.address}: {text[7:]}") from None
+                if text.startswith(("CSLOCK", "CSFENCE")):
+                    raise StoreError(f"{self.address}: {text.split(' ', 1)[1]}") from None
                 raise _error(self.address, exc) from None
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 if not self.address.cluster or time.monotonic() >= deadline:
                     raise _error(self.address, exc) from None
                 self.disturbed += 1
+                # redis-py asks its default node which keys an FCALL names: when that node is
+                # the one gone, every call fails until another takes its place
+                self.client.replace_default_node()
                 time.sleep(0.1)  # a master failing over: its replica takes over
             except redis.RedisError as exc:
                 raise _error(self.address, exc) from None
@@ -224,32 +235,38 @@ class Server:
 
         return self.call(send)
 
-    def apply(self, groups: list[tuple[list[bytes], list[Any]]]) -> set[Any]:
-        """Write each group (keys of one slot, their writes) with ``cs_apply``: one pipeline
-        per node; the nodes written to."""
+    def apply(self, groups: list[tuple[list[bytes], list[Any]]], fence: int,
+              between: Callable[[], object] = lambda: None) -> set[Any]:  # fmt: skip
+        """Write each group (keys of one slot, their writes) with ``cs_apply``, fenced by
+        ``fence`` (see ``library.lua``): one pipeline per node, ``between()`` called between
+        two nodes' pipelines; the nodes written to."""
+        calls = [_fenced(keys, args, fence) for keys, args in groups]
         if not self.address.cluster:
-            for keys, args in groups:
+            for keys, args in calls:
                 self.fcall("cs_apply", keys, args)
             return {self.client}
         by_node: dict[str, tuple[Any, list[tuple[list[bytes], list[Any]]]]] = {}
-        for group in groups:
-            node = self.client.nodes_manager.get_node_from_slot(key_slot(group[0][0]))
-            by_node.setdefault(node.name, (node, []))[1].append(group)
+        for call in calls:
+            node = self.client.nodes_manager.get_node_from_slot(key_slot(call[0][0]))
+            by_node.setdefault(node.name, (node, []))[1].append(call)
         written = set()
-        for node, node_groups in by_node.values():
+        for n, (node, node_calls) in enumerate(by_node.values()):
+            if n:
+                between()
             written.add(node.name)
             pipe = node.redis_connection.pipeline(transaction=False)
-            for keys, args in node_groups:
+            for keys, args in node_calls:
                 pipe.fcall("cs_apply", len(keys), *keys, *args)
             try:
                 replies = pipe.execute(raise_on_error=False)
             except (redis.ConnectionError, redis.TimeoutError):
-                replies = [None] * len(node_groups)  # the node failed: route each again
-            for (keys, args), reply in zip(node_groups, replies, strict=True):
+                replies = [None] * len(node_calls)  # the node failed: route each again
+            for (keys, args), reply in zip(node_calls, replies, strict=True):
                 if isinstance(reply, Exception) or reply is None:
                     if isinstance(reply, Exception) and _full(reply):
                         raise _error(self.address, reply)
-                    self.fcall("cs_apply", keys, args)  # moved, a node failing over, no library
+                    # moved, a node failing over, no library; a later unit's fence: refused
+                    self.fcall("cs_apply", keys, args)
         return written
 
     def node_of(self, key: bytes) -> Any:
@@ -264,10 +281,11 @@ class Server:
             clients = [self.client]
         for client in clients:
             why = f"within {timeout_ms} ms"
-            try:
-                acked = int(self.call(partial(client.execute_command, "WAIT", 1, timeout_ms)))
-            except StoreError as exc:  # the master failed, or is a replica since a failover
-                acked, why = 0, f"({exc})"
+            try:  # once: a master that is gone (or a replica since a failover) has no news
+                acked = int(client.execute_command("WAIT", 1, timeout_ms))
+            except redis.RedisError as exc:
+                self.disturbed += 1
+                acked, why = 0, f"({_error(self.address, exc)})"
             if acked < 1:
                 raise StoreError(
                     f"{self.address}: strict mode: no replica acknowledged the commit {why}; "

@@ -9,7 +9,8 @@ between masters whole.
 |---|---|---|
 | ``{ns}:meta`` | hash | format, buckets, created, crawl ids, store-wide defaults |
 | ``{ns}:crawls`` | hash | crawl name -> id, policy, created |
-| ``{ns}:lock``, ``:epoch``, ``:journal`` | strings | the store lock (``unit.py``) |
+| ``{ns}:lock``, ``:epoch``, ``:journal``, ``:fence`` | strings | the store lock (``unit.py``) |
+| ``<tag>:f`` | string | the newest fence applied to the keys of hash tag ``<tag>`` |
 | ``{ns:c}:t`` | hash | the crawl's totals and sequence |
 | ``{ns:c}:x`` | sorted set | the crawl's queues by next event: event ms, sequence, queue key |
 | ``{ns:c}:k`` | sorted set | the crawl's queue keys |
@@ -45,7 +46,7 @@ from ..frontier.spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, 
 from ..store.keys import ms_up
 from ..store.storage import decode_url
 from ..url import FINGERPRINT_VERSION, Fingerprint
-from .server import Server
+from .server import FENCE, Server
 from .unit import Cache, Unit
 
 __all__ = ["FORMAT_VERSION", "RedisStorage"]
@@ -285,6 +286,7 @@ class RedisStorage:
         found = set(self.server.scan_keys(b"{" + self.ns + b":%d:*" % cid))
         found.update(self.server.scan_keys(b"{" + self.ns + b":%d}*" % cid))
         found.update(k for k in u.cache.fields if k.startswith(crawl.ref[1][:-1]))
+        found = {k for k in found if not k.endswith(b"}" + FENCE)}  # fences stay: they only grow
         urls = [k for k in found if k.endswith(b"}:u")]
         counts = self.u().read([("HLEN", k) for k in urls]) if urls else []
         for key in sorted(found):

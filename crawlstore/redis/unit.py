@@ -19,12 +19,13 @@ import bisect
 import contextlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgpack
 
 from ..errors import StoreError
+from . import points
 from .server import Server, key_slot
 
 __all__ = ["Cache", "Unit"]
@@ -76,8 +77,12 @@ class Unit:
         self._lock = store_tag + b":lock"
         self._epoch = store_tag + b":epoch"
         self._journal = store_tag + b":journal"
+        self._fences = store_tag + b":fence"
         #: What taking and releasing the lock touch.
         self._keys = [self._lock, self._epoch, self._journal]
+        #: The fence drawn with the lock: it only grows, and a slot refuses writes older than
+        #: the newest it applied (``library.lua``).
+        self.fence = 0
         #: The unit's writes by key, the last one of each field or member (a unit writes a
         #: queue's record and the totals many times over), and the keys it deleted first.
         self.writes: dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]] = {}
@@ -103,7 +108,8 @@ class Unit:
         deadline = time.monotonic() + 3 * ttl + 5
         pause = 0.0002
         while True:
-            reply = self.server.fcall("cs_acquire", self._keys, [self.token, self._ttl_ms])
+            reply = self.server.fcall("cs_acquire", [*self._keys, self._fences],
+                                      [self.token, self._ttl_ms])  # fmt: skip
             if reply[0] == 1:
                 break
             if time.monotonic() > deadline:
@@ -113,9 +119,10 @@ class Unit:
             time.sleep(min(pause, max(0.0001, reply[1] / 1000)))
             pause = min(pause * 2, 0.01)
         self.started = time.monotonic()
-        epoch, journal = reply[1], reply[2] if len(reply) > 2 else None
-        if journal:  # a commit left half done by a process that died: finish it first
-            try:
+        epoch, self.fence = reply[1], int(reply[2])
+        journal = reply[3] if len(reply) > 3 else None
+        if journal:  # a commit left half done (its process died, or paused): finish it first
+            try:  # under this unit's fence: the late writes of the paused one are refused
                 self._apply([(list(k), list(a)) for k, a in msgpack.unpackb(journal)])
                 epoch = self.server.fcall("cs_release", self._keys, [self.token, 1, 1])
             except BaseException:
@@ -143,11 +150,13 @@ class Unit:
                 groups = self._groups()
                 self.server.fcall("cs_journal", [self._lock, self._journal],
                                   [self.token, msgpack.packb(groups), self._ttl_ms])  # fmt: skip
-                self._apply(groups)
+                points.reached(points.FIRST_WRITE)
+                self._apply(groups, between=lambda: points.reached(points.BETWEEN_SLOTS))
                 epoch = self.server.fcall("cs_release", keys, [self.token, 1, 0])
             else:
                 data, args = self._flat(self._all_writes(), start=4)
                 epoch = self.server.fcall("cs_commit", [*keys, *data], [self.token, *args])
+                points.reached(points.FIRST_WRITE)
                 if self.server.address.strict:
                     self.server.wait_replicas({None})
         except BaseException:
@@ -157,7 +166,8 @@ class Unit:
         self._added.clear()
         self._removed.clear()
 
-    def _apply(self, groups: list[tuple[list[bytes], list[Any]]]) -> None:
+    def _apply(self, groups: list[tuple[list[bytes], list[Any]]],
+               between: Callable[[], object] = lambda: None) -> None:  # fmt: skip
         """Write a commit slot by slot, as its journal says. In strict mode, only once a
         replica has the journal (one lost with its master was never applied anywhere), and
         until a replica of each master written to has the writes (before the release drops
@@ -165,7 +175,7 @@ class Unit:
         strict = self.server.address.strict
         if strict:
             self.server.wait_replicas({self.server.node_of(self._journal)})
-        written = self.server.apply(groups)
+        written = self.server.apply(groups, self.fence, between)
         if strict:
             self.server.wait_replicas(written)
 

@@ -1,0 +1,170 @@
+"""What the Redis tests check a store against: its invariants, and what worker processes
+were told (``redis_worker.py``); helpers to wait for workers and to drain a crawl."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from redis_servers import Node
+from redis_worker import Child, read_acks
+
+from crawlstore import Done, Seed, Store
+from crawlstore.frontier import Frontier
+
+try:
+    from redis.crc import key_slot as _key_slot
+except ModuleNotFoundError:  # the Redis tests skip
+    _key_slot = None
+
+__all__ = [
+    "Acks",
+    "check",
+    "drain_held",
+    "pop_all",
+    "role",
+    "seeds",
+    "slot_of",
+    "stop_all",
+    "store_slot",
+    "wait_acks",
+    "wait_for",
+]
+
+
+def seeds(n: int, hosts: int, tag: str = "") -> list[Seed]:
+    return [Seed.get(f"https://h{i % hosts}.test/{tag}{i}") for i in range(n)]
+
+
+def check(frontier: Frontier) -> dict[str, str]:
+    """The invariants (each URL listed once, in one state; the crawl's and each queue's
+    gauges equal the states of their URLs); each URL's state."""
+    urls: dict[str, str] = {}
+    per_queue: Counter[tuple[str | None, str]] = Counter()
+    after = None
+    while page := frontier.urls(after=after, limit=1000):
+        for status in page:
+            assert status.url not in urls, f"{status.url} is listed twice"
+            urls[status.url] = status.state
+            per_queue[status.queue, status.state] += 1
+        after = page[-1].fingerprint
+    states = Counter(urls.values())
+    stats = frontier.stats()
+    assert stats.admitted >= len(urls)  # a finished URL pushed again is admitted again
+    assert (stats.queued, stats.in_flight, stats.scheduled, stats.done) == (
+        states["queued"], states["in_flight"], states["scheduled"], states["done"])  # fmt: skip
+    assert len(frontier) == stats.queued + stats.in_flight + stats.scheduled
+    queues, last = [], None
+    while page_q := frontier.queues(after=last, limit=500):
+        queues += page_q
+        last = page_q[-1].key
+    for q in queues:
+        assert (q.queued, q.in_flight, q.scheduled) == (per_queue[q.key, "queued"],
+            per_queue[q.key, "in_flight"], per_queue[q.key, "scheduled"]), q  # fmt: skip
+    return urls
+
+
+def pop_all(store: Store, frontier: Frontier) -> list[str]:
+    """Pop until nothing is ready, reporting Done a batch a transaction; the URLs popped."""
+    out: list[str] = []
+    while popped := frontier.pop_many(200):
+        with store.transaction():
+            for ready in popped:
+                frontier.report(Done(ready.seed))
+        out += [ready.seed.url for ready in popped]
+    return out
+
+
+def drain_held(url: str) -> None:
+    """Every seed the crawl holds, in flight ones too (on a clock past every lease), pops
+    exactly once."""
+    with Store.open(url, clock=lambda: time.time() + 86400) as store:
+        frontier = store.frontier(crawl="c")
+        held = {u for u, state in check(frontier).items() if state in ("queued", "in_flight")}
+        frontier.core.reap()
+        popped = pop_all(store, frontier)
+        assert len(popped) == len(set(popped)) and set(popped) == held
+        assert len(frontier) == 0
+
+
+def wait_for(children: list[Child], done: Callable[[], bool], timeout: float, what: str) -> None:
+    """Read the workers' lines until ``done()``; fails if a worker not killed ended, or if it
+    takes longer."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        for child in children:
+            assert child.status is not None or child.running(), f"ended: {child.lines[-5:]}"
+        assert time.monotonic() < deadline, f"no {what} in {timeout} s"
+        read_acks(children, 0.05)
+
+
+def wait_acks(children: list[Child], kind: str, more: int, what: str, *, each: bool = True,
+              timeout: float = 60) -> None:  # fmt: skip
+    """Read until each worker (not ``each``: all together) sent ``more`` lines of ``kind``."""
+    start = [c.count(kind) for c in children]
+
+    def counts() -> list[int]:
+        return [c.count(kind) - n for c, n in zip(children, start, strict=True)]
+
+    wait_for(children, lambda: min(counts()) >= more if each else sum(counts()) >= more,
+             timeout, what)  # fmt: skip
+
+
+@dataclass
+class Acks:
+    """What the workers were told: URLs pushed, each lease's expiry by URL, URLs done (with
+    the expiry of the lease they ended), and errors."""
+
+    pushed: set[str] = field(default_factory=set)
+    leases: dict[str, list[float]] = field(default_factory=dict)
+    done: dict[str, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, children: list[Child]) -> Acks:
+        acks = cls()
+        for line in (line for child in children for line in child.lines):
+            kind, _, rest = line.partition(" ")
+            if kind == "P":
+                acks.pushed.update(rest.split())
+            elif kind in ("L", "D"):
+                url, expires = rest.split()
+                if kind == "L":
+                    acks.leases.setdefault(url, []).append(float(expires))
+                else:
+                    acks.done[url] = float(expires)
+            elif kind in ("E", "X"):
+                acks.errors.append(rest)
+        return acks
+
+    def check_errors(self, *expected: str) -> None:
+        """Every error a worker met is one of those ``expected``."""
+        assert [e for e in self.errors if not any(x in e for x in expected)] == []
+
+    def check_kept(self, states: dict[str, str]) -> None:
+        """Nothing acknowledged is lost, and no URL was handed out twice."""
+        assert self.pushed and self.pushed <= states.keys()
+        assert all(states[url] == "done" for url in self.done)
+        assert not {url for url, leases in self.leases.items() if len(leases) > 1}
+
+
+def store_slot(ns: str) -> int:
+    """The slot of the store's own keys (its lock, epoch, journal)."""
+    return slot_of(b"{" + ns.encode() + b"}")
+
+
+def slot_of(key: bytes) -> int:
+    return int(_key_slot(key))
+
+
+def role(node: Node) -> str:
+    return str(node.client().info("replication")["role"])
+
+
+def stop_all(children: list[Child], stop: Path) -> None:
+    stop.touch()
+    for child in children:
+        assert child.wait(60) == 0, child.lines[-5:]
