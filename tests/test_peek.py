@@ -196,6 +196,20 @@ def test_facades_peek_the_core(make_frontier: MakeFrontier) -> None:
         f.peek(queue=3)  # type: ignore[arg-type]
 
 
+def test_a_retry_due_during_a_delay_ties_with_a_queue_ready_when_the_delay_ends(
+    make_frontier: MakeFrontier, clock: ManualClock
+) -> None:
+    """h0's seed is retried at +0.5 s, inside h0's 1 s delay; h1's delay ends at +1 s too. A
+    pop at +1 s serves the queues in one order whether or not anybody popped at +0.5 s (when
+    the retry fell due and nothing could be handed out), and peek lists that order."""
+    f = make_frontier("fifo", queues="host", delay=1.0, lease_time=LEASE)
+    f.push_many([page(0, "0"), page(1, "1")])
+    (first,) = f.pop_many(1, per_queue=1)
+    f.push(page(1, "2"))
+    f.report(Reschedule(first.seed, clock() + 0.5))
+    check(f, clock)
+
+
 # -- the property ---------------------------------------------------------------------------
 
 HOSTS = 3
@@ -213,7 +227,7 @@ _op = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(
     order=st.sampled_from(["fifo", "lifo", "priority"]),

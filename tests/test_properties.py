@@ -176,16 +176,19 @@ class CoreMachine(RuleBasedStateMachine):
         return {min(pushed)[1]} if pushed else set()
 
     def _next_event(self, now: float) -> float | None:
+        """When a pop may next hand out a seed: per host, not before its block ends and its
+        delay passed, once it has a seed (queued, a schedule fallen due, a lease expired and
+        back) and room under its cap (an expired lease makes room)."""
         times = []
         for host in HOSTS:
             urls = [u for u in self.m.urls.values() if u.host == host]
-            times += [u.due for u in urls if u.state == "scheduled"]
-            times += [u.expires for u in urls if u.state == "in_flight"]
-            in_flight = sum(u.state == "in_flight" for u in urls)
-            if any(u.state == "queued" for u in urls) and in_flight < CAP:
-                delay = self.m.delays.get(host, DELAY)
-                times.append(max(self.m.blocks.get(host, 0.0),
-                                 self.m.last.get(host, -1e18) + delay))  # fmt: skip
+            delay = self.m.delays.get(host, DELAY)
+            start = max(self.m.blocks.get(host, 0.0), self.m.last.get(host, -1e18) + delay)
+            room = sum(u.state == "in_flight" for u in urls) < CAP
+            if room and any(u.state == "queued" for u in urls):
+                times.append(start)
+            times += [max(start, u.due) for u in urls if u.state == "scheduled" and room]
+            times += [max(start, u.expires) for u in urls if u.state == "in_flight"]
         return min(times) if times else None
 
     # -- operations (rules call them; grouped transactions too) -----------------------------------

@@ -30,6 +30,7 @@ from .policy import (
     check_cap,
     check_delay,
     key_function,
+    next_event,
     ready_at,
     resolve,
 )
@@ -88,6 +89,13 @@ def place_sequence(order: str, cls: int, seq: int) -> int:
     """The last part of a queue place, from the crawl's sequence number (pushed seeds of a
     lifo crawl count down, so the newest is first), and back: it is its own inverse."""
     return _U64_MAX - seq if order == "lifo" and cls == 1 else seq
+
+
+def queue_place(order: str, seed: Seed, cls: int, seq: int) -> tuple[int, int, int]:
+    """Where a seed goes in its queue: rank (its priority, in a priority crawl), class (0:
+    coming back, ahead of pushed seeds of its rank), sequence."""
+    rank = _PRIORITY_TOP - seed.priority if order == "priority" else 0
+    return rank, cls, place_sequence(order, cls, seq)
 
 
 def set_defaults(storage: spi.Storage, **changes: Any) -> Defaults:
@@ -273,16 +281,14 @@ class CoreFrontier(Frontier):
         return q
 
     def _place(self, crawl: CrawlRecord, q: QueueRecord, now: float, rotate: bool = False) -> None:
-        """Store the queue, indexed at its next event: when it may hand out a seed, a schedule
-        falls due, or a lease expires. ``rotate``: behind the queues ready with it."""
+        """Store the queue, indexed at when it may next hand out a seed (``next_event``).
+        ``rotate``: behind the queues ready with it."""
         if q.stale:
             q.expiry_at = self.storage.next_expiry(crawl, q)
             q.stale = False
         policy = self._effective(crawl, q)
-        event = ready_at(q.queued, q.in_flight, _finished(q), q.last, policy)
-        for at in (q.due_at, q.expiry_at):
-            if at is not None and (event is None or at < event):
-                event = at
+        event = next_event(q.queued, q.in_flight, _finished(q), q.last, policy, q.due_at,
+                           q.expiry_at)  # fmt: skip
         old = q.event
         if not rotate and old is not None and event is not None and event <= now and old <= now:
             event = old  # ready now, as it was: it keeps its place
@@ -300,10 +306,7 @@ class CoreFrontier(Frontier):
 
     def _enqueue(self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, cls: int) -> None:
         """Queue a URL (class 0: coming back, ahead of pushed seeds of its priority)."""
-        seq = self.storage.next_seq(crawl)
-        order = crawl.policy.order
-        rank = _PRIORITY_TOP - url.seed.priority if order == "priority" else 0
-        url.where = (rank, cls, place_sequence(order, cls, seq))
+        url.where = queue_place(crawl.policy.order, url.seed, cls, self.storage.next_seq(crawl))
         self.storage.enqueue(crawl, q, url.where, url.fp)
         url.state, url.queue, url.kind = QUEUED, q.key, None
         self.storage.save_url(crawl, q, url)

@@ -201,5 +201,34 @@ def ready_at(
     return max(policy.blocked_until, last + policy.delay)
 
 
+def next_event(
+    queued: int,
+    in_flight: int,
+    finished: int,
+    last: float,
+    policy: Effective,
+    due_at: float | None,
+    expiry_at: float | None,
+) -> float | None:
+    """When the crawl's index holds a queue: the time it may next hand out a seed, counting
+    the seed its earliest schedule brings when it falls due and the one its earliest lease
+    brings back when it expires. Time passing alone never moves a queue in the index, so the
+    order pop serves queues in does not depend on when anyone popped before. A queue that can
+    hand out nothing without a report or a push (at its limit) is held at its next schedule
+    or expiry, for their upkeep; None when it has neither."""
+    start = max(policy.blocked_until, last + policy.delay)
+    times = []
+    if ready_at(queued, in_flight, finished, last, policy) is not None:
+        times.append(start)
+    if due_at is not None and ready_at(queued + 1, in_flight, finished, last, policy) is not None:
+        times.append(max(start, due_at))
+    if expiry_at is not None and ready_at(queued + 1, in_flight - 1, finished, last,
+                                          policy) is not None:  # fmt: skip
+        times.append(max(start, expiry_at))
+    if not times:
+        times = [at for at in (due_at, expiry_at) if at is not None]
+    return min(times) if times else None
+
+
 #: The storage-wide level a new storage starts with.
 DEFAULTS = Defaults()
