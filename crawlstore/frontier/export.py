@@ -8,8 +8,10 @@ Records (dicts, msgpack-able), in this order:
 - ``{"type": "queue", "key", "created", "delay", "cap", "blocked", "limit", "last",
   "counts"}``, one a queue;
 - ``{"type": "url", "seed", "state", "queue", "order" | "at", "seq", "kind", "created",
-  "outcome"}``, one a URL: a seed in flight is exported as queued (at the front of its queue),
-  since its lease dies with the export;
+  "outcome"}``, one a URL: a seed in flight is exported as queued, at the front of its queue
+  (behind those already there), since its lease dies with the export; the crawl record's
+  totals count it queued too, so that loading an export and exporting it again gives the
+  same records;
 - ``{"type": "state", "namespace", "key", "value"}``: facades' state (tag pauses, trap budgets);
 - a store adds its seen set and validators (``store.export``);
 - ``{"type": "end", "counts"}``: how many records of each type came before, so that a stream
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import InvalidArgument, InvalidSeed, InvalidSnapshot
 from ..seed import Seed
 from . import spi
-from .core import place_sequence
+from .core import place_sequence, queue_place
 from .policy import CrawlPolicy, check_cap, check_delay
 from .protocol import check_limit
 from .spi import CrawlRecord, QueueRecord, UrlRecord
@@ -85,7 +88,11 @@ def export_frontier(core: CoreFrontier) -> Iterator[dict[str, Any]]:
     crawl = core._existing()
     if crawl is None:
         return
-    totals = {k: v for k, v in storage.totals(crawl).items() if _exported(k) and v}
+    totals = {k: v for k, v in storage.totals(crawl).items() if _exported(k)}
+    # seeds in flight are exported queued (their leases end with the export): count them so
+    in_flight = totals.pop("in_flight", 0)
+    totals["queued"] = totals.get("queued", 0) + in_flight
+    totals = {k: v for k, v in totals.items() if v}
     yield {
         "type": "crawl",
         "v": EXPORT_VERSION,
@@ -105,8 +112,10 @@ def export_frontier(core: CoreFrontier) -> Iterator[dict[str, Any]]:
         if len(page) < 256:
             break
         after = page[-1].key
+    # each at the front of its queue, behind those already there, as if its lease just ended
+    back = itertools.count(storage.last_seq(crawl) + 1)
     for url in storage.iter_urls(crawl, None):
-        yield _url_record(url)
+        yield _url_record(url, crawl.policy.order, back)
     for namespace, key, value in storage.states(crawl):
         yield {"type": "state", "namespace": namespace, "key": key, "value": value}
 
@@ -120,7 +129,8 @@ def _exported(counter: str) -> bool:
             or counter in spi.FINISHED.values())  # fmt: skip
 
 
-def _url_record(url: UrlRecord) -> dict[str, Any]:
+def _url_record(url: UrlRecord, order: str, back: Iterator[int]) -> dict[str, Any]:
+    """A URL's record; a seed in flight is queued, at the place of ``back``'s next sequence."""
     record: dict[str, Any] = {"type": "url", "seed": url.seed.to_record(), "state": url.state,
                               "queue": url.queue, "kind": url.kind, "created": url.created,
                               "outcome": list(url.outcome) if url.outcome else None}  # fmt: skip
@@ -130,6 +140,8 @@ def _url_record(url: UrlRecord) -> dict[str, Any]:
         record["at"], record["seq"] = url.where
     elif url.state == spi.IN_FLIGHT:
         record["state"] = spi.QUEUED  # its lease ends with the export: at the front again
+        record["kind"] = None
+        record["order"] = list(queue_place(order, url.seed, 0, next(back)))
     return record
 
 
@@ -289,7 +301,7 @@ def _load_url(
                     float(record["created"]), outcome, record.get("kind"))  # fmt: skip
     state = record["state"]
     if state == spi.QUEUED and record.get("order") is None:
-        core._enqueue(crawl, q, url, 0)  # it was in flight: the front of its queue (saved)
+        core._enqueue(crawl, q, url, 0)  # in flight, by an older export: the front (saved)
         return
     if state == spi.QUEUED:
         rank, cls, seq = (int(part) for part in record["order"])

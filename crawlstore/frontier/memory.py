@@ -191,6 +191,10 @@ class MemoryStorage:
         data.seq += 1
         return data.seq  # never undone: sequences only need to grow
 
+    def last_seq(self, crawl: CrawlRecord) -> int:
+        data: _Crawl = crawl.ref
+        return data.seq
+
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
         data: _Crawl = crawl.ref
         data.seq = max(data.seq, at_least)

@@ -274,6 +274,9 @@ class Storage(Protocol):
     def next_seq(self, crawl: CrawlRecord) -> int:
         """A number unique in the crawl, and larger than every one before."""
 
+    def last_seq(self, crawl: CrawlRecord) -> int:
+        """The crawl's last sequence number (0: none yet): every later ``next_seq`` is larger."""
+
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
         """Make every later ``next_seq`` larger than ``at_least`` (loading an export)."""
 

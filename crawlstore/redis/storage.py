@@ -313,6 +313,9 @@ class RedisStorage:
         self.u().hset(self._crawl_tag(crawl) + b":t", b"~seq", b"%d" % seq)
         return seq
 
+    def last_seq(self, crawl: CrawlRecord) -> int:
+        return self._total(crawl, b"~seq")
+
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
         if self._total(crawl, b"~seq") < at_least:
             self.u().hset(self._crawl_tag(crawl) + b":t", b"~seq", b"%d" % at_least)

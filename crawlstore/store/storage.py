@@ -398,6 +398,9 @@ class LmdbStorage:
     def next_seq(self, crawl: CrawlRecord) -> int:
         return self.ctx().next_seq(crawl.ref)
 
+    def last_seq(self, crawl: CrawlRecord) -> int:
+        return self.totals_of(crawl.ref).get("seq", 0)
+
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
         counters = self.ctx().counters(crawl.ref)
         counters["seq"] = max(counters["seq"], at_least)
