@@ -32,8 +32,10 @@ __all__ = [
     "tracking",
 ]
 
-#: Bumped whenever the canonical form or the hash changes; stores record it.
-FINGERPRINT_VERSION = 1
+#: Bumped whenever the canonical form or the hash changes; stores record it. Version 2: a
+#: ``=`` inside a query value stays literal on every path (version 1 wrote ``%3D`` where the
+#: query had another escape).
+FINGERPRINT_VERSION = 2
 
 #: Query keys removed by default (compared lower-cased), besides any key starting with ``utm_``.
 TRACKING_PARAMS: frozenset[str] = frozenset(
@@ -106,8 +108,14 @@ def _form_decode(part: str) -> bytes:
     return unquote_to_bytes(part.replace("+", " "))
 
 
-def _form_encode(raw: bytes) -> str:
-    return quote_from_bytes(raw, safe=" ").replace(" ", "+")
+def _form_encode(raw: bytes, safe: str = " ") -> str:
+    return quote_from_bytes(raw, safe=safe).replace(" ", "+")
+
+
+def _form_encode_value(raw: bytes) -> str:
+    """A query value: ``=`` stays literal (only a key's first ``=`` ends it), as the URL
+    standard leaves a query and as the fast paths keep it."""
+    return _form_encode(raw, " =")
 
 
 def _is_tracking(key: str, names: frozenset[str]) -> bool:
@@ -142,8 +150,6 @@ def _query_steps(query: str, names: frozenset[str], trace: list[Step] | None) ->
         left = list(kept)
     plain = _PLAIN_QUERY.fullmatch(query) is not None
     plus = not plain and _PLUS_QUERY.fullmatch(query) is not None
-    if plus and any(part.count("=") > 1 for part in kept):
-        plus = False  # a value with "=" in it: %3D, on the general path
     params: list[tuple[Any, Any, str]] = []  # (key, value) to sort by, and the part
     for part in kept:
         key, _, value = part.partition("=")
@@ -163,7 +169,7 @@ def _query_steps(query: str, names: frozenset[str], trace: list[Step] | None) ->
     if plain or plus:
         encoded = "&".join([k + "=" + v for k, v, _ in params])
     else:
-        encoded = "&".join([_form_encode(k) + "=" + _form_encode(v) for k, v, _ in params])
+        encoded = "&".join([_form_encode(k) + "=" + _form_encode_value(v) for k, v, _ in params])
     if trace is not None:
         written = "&".join(part for _, _, part in params)
         current = _step(trace, "query", "query parameters sorted", current, written)

@@ -33,6 +33,7 @@ from crawlstore.errors import (
     StoreFull,
 )
 from crawlstore.store import FORMAT_VERSION
+from crawlstore.url import FINGERPRINT_VERSION
 
 
 def open_store(path: Path, clock: ManualClock, **options: object) -> Store:
@@ -43,7 +44,8 @@ def open_store(path: Path, clock: ManualClock, **options: object) -> Store:
 def test_open_creates_one_file_and_its_lock(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "crawl.lmdb"
     with open_store(path, clock) as store:
-        assert store.meta["format"] == FORMAT_VERSION and store.meta["fingerprint"] == 1
+        assert store.meta["format"] == FORMAT_VERSION
+        assert store.meta["fingerprint"] == FINGERPRINT_VERSION == 2
         assert store.meta["app"] == "crawlstore" and store.meta["created"] > 0
     assert sorted(os.listdir(tmp_path)) == ["crawl.lmdb", "crawl.lmdb-lock"]
     with pytest.raises(StoreError, match="closed"):

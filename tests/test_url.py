@@ -110,12 +110,14 @@ GOLDEN_FINGERPRINTS = [
     (("POST", "https://example.com/search", '{"q": "lamp"}'), "97d62886731cb8657dcbb2b38cc8eaf0"),
     (("POST", "https://example.com/search", b"\x00\xff"), "b7451e36500cb7d16e1a6a3f4f4be528"),
     (("GET", "https://xn--mnchen-3ya.de/"), "3b6f5deaa3a80aaa2f584030a9330c1f"),
+    # version 2: an "=" in a value stays literal whatever else the query escapes
+    (("GET", "https://example.com/?a=b=c&d=%41"), "5e801bc24490198a4c36d5ccb759f025"),
 ]
 
 
 @pytest.mark.parametrize(("args", "hex_digest"), GOLDEN_FINGERPRINTS)
 def test_fingerprint_golden_vectors(args: tuple[str, ...], hex_digest: str) -> None:
-    assert FINGERPRINT_VERSION == 1
+    assert FINGERPRINT_VERSION == 2
     assert fingerprint(*args).hex() == hex_digest  # type: ignore[arg-type]
 
 
@@ -222,9 +224,53 @@ def test_the_fast_query_paths_agree_with_the_general_one(query: str, tracked: bo
             if not u._is_tracking(raw_key.decode("utf-8", "replace"), u.tracking.names):
                 pairs.append((raw_key, u._form_decode(value)))
     pairs.sort()
-    general = "&".join(u._form_encode(k) + "=" + u._form_encode(v) for k, v in pairs)
+    general = "&".join(u._form_encode(k) + "=" + u._form_encode_value(v) for k, v in pairs)
     if "+" in query and "%" not in query:  # the path this test guards; the plain one is older
         assert u._canonical_query(query) == ("?" + general if general else "")
+
+
+_plain_key = st.text(alphabet="abAZ09-._~é", min_size=1, max_size=4)
+_plain_value = st.text(alphabet="abAZ09-._~=é ", max_size=5)
+
+
+def _spell(text: str, draw: st.DrawFn) -> str:
+    """``text`` (a key or value) as a query may write it: each character as itself or as
+    its escape, a space as ``+`` or ``%20``."""
+    out = []
+    for ch in text:
+        escape = "".join(f"%{b:02X}" if draw(st.booleans()) else f"%{b:02x}"
+                         for b in ch.encode())  # fmt: skip
+        out.append(draw(st.sampled_from(["+", escape] if ch == " " else [ch, escape])))
+    return "".join(out)
+
+
+@given(st.lists(st.tuples(_plain_key, _plain_value), min_size=1, max_size=4), st.data())
+def test_every_spelling_of_a_query_has_one_canonical_form(
+    pairs: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    """A query written plainly (``=`` inside a value as itself) and the same query with any of
+    its characters escaped: one canonical form, one fingerprint, whichever path each takes."""
+    from crawlstore import url as u
+
+    plain = "&".join(f"{k}={v.replace(' ', '+')}" for k, v in pairs)
+    spelt = "&".join(f"{_spell(k, data.draw)}={_spell(v, data.draw)}" for k, v in pairs)
+    a, b = (
+        f"http://h.test/p?{plain}",
+        f"http://h.test/p?{spelt}" + data.draw(st.sampled_from(["", "#f"])),
+    )
+    assert canonicalize(a) == canonicalize(b)
+    assert u.get_fingerprint(a)[1] == u.get_fingerprint(b)[1] == fingerprint("GET", a)
+    assert canonicalize(canonicalize(b)) == canonicalize(b)
+
+
+def test_an_equals_sign_in_a_value_stays_literal_on_every_path() -> None:
+    from crawlstore import url as u
+
+    spellings = ["http://h/?a=b=c&d=A", "http://h/?a=b=c&d=%41", "http://h/?a=b%3Dc&d=A",
+                 "http://h/?d=A&a=b=c#x"]  # fmt: skip
+    assert {canonicalize(s) for s in spellings} == {"http://h/?a=b=c&d=A"}
+    assert len({u.get_fingerprint(s)[1] for s in spellings}) == 1
+    assert canonicalize("http://h/?k%3Dx=1") == "http://h/?k%3Dx=1"  # in a key: escaped
 
 
 _userinfo = st.sampled_from(["", "u@", "u:p@", ":p@", "U%41:p@"])

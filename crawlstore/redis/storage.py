@@ -40,7 +40,14 @@ import mmh3
 import msgpack
 
 from .. import journal
-from ..errors import CorruptRecord, IncompatibleStore, NotAStore, ReadOnlyStore, StoreError
+from ..errors import (
+    CorruptRecord,
+    IncompatibleStore,
+    NotAStore,
+    OlderFormat,
+    ReadOnlyStore,
+    StoreError,
+)
 from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ..frontier.spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UrlRecord
 from ..store.keys import ms_up
@@ -81,7 +88,10 @@ class RedisStorage:
     commits all its writes at once (see ``unit.py``); several processes on several machines
     may share it."""
 
-    def __init__(self, server: Server, *, readonly: bool = False) -> None:
+    def __init__(self, server: Server, *, readonly: bool = False,
+                 fingerprint: int = FINGERPRINT_VERSION) -> None:  # fmt: skip
+        #: The fingerprint version the store must hold (an older one, for its migration).
+        self.fingerprint = fingerprint
         self.server = server
         self.readonly = readonly
         address = server.address
@@ -133,13 +143,41 @@ class RedisStorage:
         name = f"{self.server.address}"
         if meta.get("app") != "crawlstore":
             raise NotAStore(f"{name}: the namespace holds keys that are not a crawlstore store")
-        for field, mine in (("format", FORMAT_VERSION), ("fingerprint", FINGERPRINT_VERSION)):
+        for field, mine in (("format", FORMAT_VERSION), ("fingerprint", self.fingerprint)):
             if int(meta[field]) > mine:
                 raise IncompatibleStore(
                     f"{name}: {field} version {meta[field]} is newer than this crawlstore's "
                     f"{mine}: upgrade crawlstore"
                 )
+        if int(meta["fingerprint"]) < self.fingerprint:
+            raise OlderFormat(
+                f"{name} holds fingerprint version {meta['fingerprint']}, older than this "
+                f"crawlstore's {self.fingerprint}: open it for writing to migrate it"
+            )
         return meta
+
+    def set_fingerprint(self, version: int) -> None:
+        """Record the fingerprint version the store's records now hold (a migration's end)."""
+        self.run(lambda: self.u().hset(self.tag + b":meta", b"fingerprint", b"%d" % version))
+        self.meta["fingerprint"] = str(version)
+        self.fingerprint = version
+
+    def seen_kind(self, crawl: str) -> tuple[str, Any]:
+        """How the crawl keeps its seen set: ``("packed" | "set", None)``, ``("bloom",
+        [expected, fp_rate, bits, hashes])``, or ``("", None)`` before its first insert."""
+
+        def read() -> tuple[str, Any]:
+            record = self.crawl(crawl)
+            if record is None:
+                return "", None
+            totals = self._crawl_tag(record) + b":t"
+            bloom = self.u().hget(totals, b"~bloom")
+            if bloom is not None:
+                return "bloom", _unpack(bloom)
+            kind = self.u().hget(totals, b"~seen")
+            return (kind.decode() if kind is not None else ""), None
+
+        return self.view(read)
 
     # -- units ----------------------------------------------------------------------------------
 

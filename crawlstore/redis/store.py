@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any, overload
 
 from ..clock import Clock, system_clock
-from ..errors import StoreError
+from ..errors import OlderFormat, StoreError
+from ..frontier.refingerprint import carry_over, refingerprint
 from ..store import Store
 from ..store.engine import Durability
 from ..store.frontier import StoreFrontier
+from ..url import FINGERPRINT_VERSION
 from .exchange import crawl_holds, export_crawl, load_crawl
 from .server import Address, Server
 from .storage import RedisStorage
@@ -44,7 +46,33 @@ class RedisStore(Store):
         (``readonly``: every write raises ``ReadOnlyStore``)."""
         if not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
-        return cls(RedisStorage(Server(Address.parse(url)), readonly=readonly), clock)
+        server = Server(Address.parse(url))
+        try:
+            return cls(RedisStorage(server, readonly=readonly), clock)
+        except OlderFormat:
+            if readonly:
+                server.close()
+                raise
+        older = int(RedisStorage(server, fingerprint=1).meta["fingerprint"])
+        store = cls(RedisStorage(server, fingerprint=older), clock)
+        store._migrate_fingerprints()
+        return store
+
+    def _migrate_fingerprints(self) -> None:
+        """Move every crawl's URLs to this crawlstore's fingerprints, a crawl a unit (so a
+        migration cut short is taken up by the next open), and record the version last."""
+        for name in self.crawls():
+            with self.transaction():
+                moved = refingerprint(self.frontier(crawl=name).core)
+                if moved:
+                    kind, params = self._redis.seen_kind(name)
+                    seen: RedisSeen | RedisBloomSeen | None = None
+                    if kind == "bloom":
+                        seen = self.seen(crawl=name, bloom=(params[0], params[1]))
+                    elif kind:
+                        seen = self.seen(crawl=name, kind=kind)
+                    carry_over(moved, seen, self.validators(crawl=name))
+        self._redis.set_fingerprint(FINGERPRINT_VERSION)
 
     # -- what a file has and a server does not --------------------------------------------------
 

@@ -135,7 +135,10 @@ class Engine:
         map_size: int,
         max_map_size: int,
         flush_interval: float,
+        fingerprint: int = FINGERPRINT_VERSION,
     ) -> None:
+        #: The fingerprint version the file must hold (an older one, for its migration).
+        self.fingerprint = fingerprint
         self.path = path
         self.durability = durability
         self.readonly = readonly
@@ -301,10 +304,17 @@ class Engine:
                 f"crawlstore's {FORMAT_VERSION}: open it for writing to migrate it, or run "
                 f"'python -m crawlstore.store.migrate {self.path}'"
             )
-        if meta.get("fingerprint") != FINGERPRINT_VERSION:
+        found = meta.get("fingerprint")
+        if found != self.fingerprint:
+            if isinstance(found, int) and found < self.fingerprint:
+                raise OlderFormat(
+                    f"{self.path} holds fingerprint version {found}, older than this "
+                    f"crawlstore's {self.fingerprint}: open it for writing to migrate it, or "
+                    f"run 'python -m crawlstore.store.migrate {self.path}'"
+                )
             raise IncompatibleStore(
-                f"{self.path} holds fingerprint version {meta.get('fingerprint')}; this "
-                f"crawlstore computes version {FINGERPRINT_VERSION}"
+                f"{self.path} holds fingerprint version {found}; this crawlstore computes "
+                f"version {self.fingerprint}: upgrade crawlstore"
             )
         self.meta = meta
         missing = [name for name in DATABASES if name.encode() not in main_keys]
@@ -317,6 +327,12 @@ class Engine:
             if name.encode() in main_keys or not self.readonly:
                 dbs[name] = self.env.open_db(name.encode(), create=False, **flags)
         return dbs
+
+    def set_fingerprint(self, version: int) -> None:
+        """Record the fingerprint version the file's records now hold (a migration's end)."""
+        self.meta = {**self.meta, "fingerprint": version}
+        with self._begin(write=True) as txn:
+            txn.put(b"meta", pack(self.meta), db=self.dbs["meta"])
 
     def _create(self) -> dict[str, Any]:
         self.meta = {

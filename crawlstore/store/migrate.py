@@ -1,10 +1,16 @@
-"""Migrating a store file of an older format to this one: ``python -m crawlstore.store.migrate
-PATH``, or opening it for writing.
+"""Migrating a store file of an older format or fingerprint version to this crawlstore's:
+``python -m crawlstore.store.migrate PATH``, or opening it for writing.
 
 The old file is read (in a child process: a damaged file can abort LMDB, never the caller),
-its crawls are written through the export stream into a new file beside it, and the new file
-is renamed into place; the old one stays beside it as ``PATH.v1``. Nothing is changed when
-any step fails.
+a new file is written beside it, and the new file is renamed into place; the old one stays
+beside it as ``PATH.v1`` (format 1) or ``PATH.fp1`` (fingerprint version 1). Nothing is
+changed when any step fails.
+
+An older fingerprint version (the canonical form changed): a copy of the file whose URLs move
+to their new fingerprints (``frontier/refingerprint.py``), each crawl in one transaction, the
+new fingerprints put beside the old ones in its seen set and validators.
+
+Format 1: its crawls are written through the export stream into the new file.
 
 Format 1 (before the frontier core) kept no per-URL records, no crawl policy and no per-queue
 counters: finished URLs are known to the seen set only; a crawl whose queues had keys gets
@@ -20,7 +26,7 @@ import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import can_ada
 import lmdb
@@ -28,8 +34,14 @@ import lmdb.verify
 import msgpack
 
 from ..errors import CorruptStore, StoreError
+from ..frontier.refingerprint import carry_over, refingerprint
+from ..seed import Seed
+from ..url import FINGERPRINT_VERSION
 from .access import lock_holder, lock_path
 from .child import run_child
+
+if TYPE_CHECKING:
+    from . import Store
 
 __all__ = ["migrate"]
 
@@ -51,7 +63,7 @@ def migrate(path: str | os.PathLike[str]) -> Path:
         raise CorruptStore(f"{path} is damaged, so it is not migrated: {problems[0]} (and "
                            f"{len(problems) - 1} more problems); see verify()")  # fmt: skip
     new = path.with_name(path.name + ".migrating")
-    kept = path.with_name(path.name + ".v1")
+    kept = path.with_name(path.name + _kept_suffix(path))
     for leftover in (new, lock_path(new)):
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
@@ -73,8 +85,40 @@ def migrate(path: str | os.PathLike[str]) -> Path:
     return kept
 
 
+def _meta(path: Path) -> dict[str, Any]:
+    env = lmdb.open(str(path), subdir=False, readonly=True, lock=False, max_dbs=32)
+    try:
+        with env.begin() as txn:
+            meta: dict[str, Any] = msgpack.unpackb(
+                txn.get(b"meta", db=env.open_db(b"meta", txn=txn, create=False)), raw=False
+            )
+        return meta
+    finally:
+        env.close()
+
+
+def _kept_suffix(path: Path) -> str:
+    """Where the old file stays: ``.v1`` for format 1, ``.fp1`` for fingerprint version 1."""
+    meta = _meta(path)
+    if meta.get("format") == 1:
+        return ".v1"
+    if meta.get("fingerprint", FINGERPRINT_VERSION) >= FINGERPRINT_VERSION:
+        raise StoreError(f"{path} has this crawlstore's format and fingerprint version: "
+                         "nothing to migrate")  # fmt: skip
+    return f".fp{meta.get('fingerprint')}"
+
+
 def _child(source: str, target: str) -> None:
     """Read the old file, write the new one (run in a child process)."""
+    meta = _meta(Path(source))
+    if meta.get("format") == 1:
+        crawls = _from_format_1(source, target)
+    else:  # an older fingerprint version (``_kept_suffix`` checked)
+        crawls = _refingerprint(source, target, meta["fingerprint"])
+    print(json.dumps({"migrated": crawls}))
+
+
+def _from_format_1(source: str, target: str) -> list[str]:
     from ..frontier.export import with_end
     from . import Store
 
@@ -83,19 +127,61 @@ def _child(source: str, target: str) -> None:
         dbs = {name: env.open_db(name.encode(), create=False) for name in _V1_TABLES
                if _has(env, name)}  # fmt: skip
         with env.begin() as txn:
-            meta = msgpack.unpackb(txn.get(b"meta", db=dbs["meta"]), raw=False)
-            if meta.get("format") != 1:
-                raise StoreError(f"{source} has format {meta.get('format')}, not 1")
             crawls = [
                 bytes(k).decode() for k in txn.cursor(db=dbs["crawls"]).iternext(values=False)
             ]
         with Store.open(target, durability="safe") as store:
             for name in crawls:
+                moved: dict[bytes, bytes] = {}
                 with env.begin() as txn:
-                    store.load(with_end(_export_v1(txn, dbs, name)), crawl=name)
+                    store.load(with_end(_export_v1(txn, dbs, name, moved)), crawl=name)
+                _carry(store, name, moved)
     finally:
         env.close()
-    print(json.dumps({"migrated": crawls}))
+    return crawls
+
+
+def _refingerprint(source: str, target: str, version: int) -> list[str]:
+    """A copy of the file with every crawl's URLs at this crawlstore's fingerprints."""
+    from ..clock import system_clock
+    from . import Store
+    from .engine import Durability, Engine
+
+    env = lmdb.open(source, subdir=False, readonly=True, lock=False, max_dbs=32)
+    try:
+        env.copy(target, compact=True)
+    finally:
+        env.close()
+    engine = Engine(Path(target), durability=Durability.SAFE, readonly=False,
+                    map_size=Path(source).stat().st_size * 2 + 2**20, max_map_size=2**40,
+                    flush_interval=1.0, fingerprint=version)  # fmt: skip
+    engine.refs = 1
+    with Store(engine, system_clock) as store:
+        crawls = store.crawls()
+        for name in crawls:
+            with store.transaction():
+                moved = refingerprint(store.frontier(crawl=name).core)
+                _carry(store, name, moved)
+        engine.set_fingerprint(FINGERPRINT_VERSION)
+    return crawls
+
+
+def _carry(store: Store, crawl: str, moved: dict[bytes, bytes]) -> None:
+    """The new fingerprints beside the old ones in the crawl's seen set and validators."""
+    if not moved:
+        return
+    storage = store._storage
+
+    def params() -> Any:
+        prefix = storage.crawl_key(crawl)
+        return None if prefix is None else storage.get("bloom", prefix + b"\x00")
+
+    raw = storage.view(params)
+    seen: Any = store.seen(crawl=crawl)
+    if raw is not None:
+        bloom = unpack(raw)
+        seen = store.seen(crawl=crawl, bloom=(bloom["expected"], bloom["fp_rate"]))
+    carry_over(moved, seen, store.validators(crawl=crawl))
 
 
 def _has(env: lmdb.Environment, name: str) -> bool:
@@ -121,8 +207,10 @@ def _host(url: str) -> str:
     return host
 
 
-def _export_v1(txn: lmdb.Transaction, dbs: dict[str, Any], name: str) -> Iterator[dict[str, Any]]:
-    """A format-1 crawl as export records."""
+def _export_v1(txn: lmdb.Transaction, dbs: dict[str, Any], name: str,
+               moved: dict[bytes, bytes]) -> Iterator[dict[str, Any]]:  # fmt: skip
+    """A format-1 crawl as export records (its seeds get this crawlstore's fingerprints as
+    they load: ``moved`` gets the old and new of those that change)."""
     record = unpack(txn.get(name.encode(), db=dbs["crawls"]))
     prefix = int(record["id"]).to_bytes(4, "big")
     counters = unpack(txn.get(prefix, db=dbs["queues"]) or msgpack.packb({}))
@@ -132,15 +220,26 @@ def _export_v1(txn: lmdb.Transaction, dbs: dict[str, Any], name: str) -> Iterato
             queues[int.from_bytes(key[4:], "big")] = unpack(raw)
     entries: list[tuple[int, list[int] | None, Any]] = []  # (qid, order, seed): one a URL
     held: set[bytes] = set()
+    pages: set[bytes] = set()  # this crawlstore's fingerprints of the URLs kept
+
+    def first(fp: bytes, seed: Any) -> bool:
+        """Whether the URL is the first of its page (two spellings may be one page now)."""
+        new = Seed.from_record(seed).fingerprint
+        if new != fp:
+            moved[fp] = new
+        if fp in held or new in pages:
+            return False
+        held.add(fp)
+        pages.add(new)
+        return True
+
     for _, raw in _scan(txn, dbs["leases"], prefix):
         fp, seed = unpack(raw[_LEASE_HEADER:])
-        if fp not in held:
-            held.add(fp)
+        if first(fp, seed):
             entries.append((int.from_bytes(raw[:4], "big"), None, seed))
     for key, raw in _scan(txn, dbs["pending"], prefix):
         fp, seed = unpack(raw)
-        if fp not in held:
-            held.add(fp)
+        if first(fp, seed):
             order = [int.from_bytes(key[8:12], "big"), key[12], int.from_bytes(key[13:21], "big")]
             entries.append((int.from_bytes(key[4:8], "big"), order, seed))
     keyed = [q["k"] for q in queues.values() if q["k"]]
@@ -162,7 +261,7 @@ def _export_v1(txn: lmdb.Transaction, dbs: dict[str, Any], name: str) -> Iterato
                "kind": None, "created": created, "outcome": None, "order": place}  # fmt: skip
     for key, raw in _scan(txn, dbs["schedule"], prefix):
         at, seq, seed, kind = unpack(raw)
-        if key[4:] in held:
+        if key[4:] in held or not first(key[4:], seed):
             continue
         queue = "" if mode == "single" else _host(seed[1])
         yield {"type": "url", "seed": seed, "state": "scheduled", "queue": queue,
