@@ -1,0 +1,71 @@
+"""Where the service and the reference service may part: each case either does what the
+reference does, or is a choice that the service page's list of differences states, with its
+reason (the tests read that list)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from urlfrontier_helpers import OK, SKIPPED, Running, discovered, known
+
+from crawlstore import ManualClock
+from crawlstore.urlfrontier import urlfrontier_pb2 as pb
+
+NOW = 1_800_000_000.0
+PAGE = (Path(__file__).resolve().parent.parent / "docs" / "urlfrontier.md").read_text()
+
+
+def section(title: str) -> str:
+    """The text of a section of the service page, up to the next section."""
+    start = PAGE.index(f"\n## {title}\n")
+    end = PAGE.find("\n## ", start + 1)
+    return PAGE[start : end if end >= 0 else None]
+
+
+def differences() -> str:
+    return section("Differences from the reference service")
+
+
+@pytest.fixture
+def uf(tmp_path: Path) -> Iterator[Running]:
+    running = Running(tmp_path / "served.lmdb", ManualClock(NOW))
+    yield running
+    running.stop()
+
+
+def queues(uf: Running, crawl: str = "", **params: object) -> list[str]:
+    return list(uf.stub.ListQueues(pb.Pagination(crawlID=crawl, **params)).values)
+
+
+def count(uf: Running, **params: object) -> int:
+    return uf.stub.CountURLs(pb.CountUrlParams(**params)).value
+
+
+# -- a known URL sent with another key goes to that key's queue --------------------------------
+
+
+def test_a_known_update_with_another_key_moves_the_url_to_that_queue(uf: Running) -> None:
+    url = "http://a.com/1"
+    uf.put(discovered(url, key="k1"))
+    assert uf.put(known(url, NOW - 10, key="k3")) == [(url, OK)]
+    assert queues(uf) == ["k3"]
+    assert (uf.stats("k3").size, uf.stats("k1").size) == (1, 0)
+    assert (count(uf, key="k3"), count(uf, key="k1")) == (1, 0)
+    (got,) = uf.get("DEFAULT", key="k3", max_urls_per_queue=5)  # the key it answers is a queue
+    assert (got.url, got.key) == (url, "k3")
+    assert uf.stats("k3").inProcess == 1
+    status = uf.stub.GetURLStatus(pb.URLStatusRequest(url=url, key="k3"))
+    assert status.known.info.key == "k3"
+    assert uf.put(discovered(url, key="k1")) == [(url, SKIPPED)]  # known to the crawl: stays
+    uf.put(known(url, 0, key="k1"))  # completed, back in k1: its lease ends
+    assert (uf.stats("k1").counts["completed"], uf.stats("k3").counts["completed"]) == (1, 0)
+    assert (uf.stats("k3").inProcess, uf.stats().size, count(uf)) == (0, 0, 1)
+
+
+def test_the_docs_say_where_a_url_sent_with_another_key_goes() -> None:
+    text = differences()
+    assert re.search(r"discovered[^.]*another key[^.]*`SKIPPED`", text, re.S)
+    assert re.search(r"known[^.]*another key[^.]*moves", text, re.S)
