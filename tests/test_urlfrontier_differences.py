@@ -69,3 +69,23 @@ def test_the_docs_say_where_a_url_sent_with_another_key_goes() -> None:
     text = differences()
     assert re.search(r"discovered[^.]*another key[^.]*`SKIPPED`", text, re.S)
     assert re.search(r"known[^.]*another key[^.]*moves", text, re.S)
+
+
+# -- derived keys: the host as the URL standard parses it --------------------------------------
+
+
+def reference_key(url: str) -> str:
+    """The key the reference derives: what follows ``://`` up to the first ``:/?&``."""
+    return re.split(r"[:/?&]", url.split("://", 1)[-1], maxsplit=1)[0]
+
+
+def test_derived_keys_are_the_parsed_host_as_the_docs_list_them(uf: Running) -> None:
+    rows = re.findall(r"^ *\| `([^`]+)` \| `([^`]+)` \| `([^`]+)` \|$", differences(), re.M)
+    examples = {url: (ours, theirs) for url, ours, theirs in rows}
+    assert examples["HTTPS://WWW.Example.com/"] == ("www.example.com", "WWW.Example.com")
+    assert examples["http://User@Example.COM:8080/a"] == ("example.com", "User@Example.COM")
+    for url, (ours, theirs) in examples.items():
+        assert theirs == reference_key(url), url
+        uf.put(discovered(url))
+        status = uf.stub.GetURLStatus(pb.URLStatusRequest(url=url))
+        assert status.known.info.key == ours, url

@@ -51,7 +51,9 @@ def api_crawl(name: str) -> str:
 
 
 def host_key(url: str) -> str:
-    """The queue key the service derives from a URL: its host name, as the reference does."""
+    """The queue key the service derives from a URL: its host as the URL standard parses it
+    (lower case, without user info or port), where the reference takes the text up to the
+    first ``:/?&`` as typed."""
     host: str = can_ada.parse(url).hostname
     return host
 
