@@ -89,3 +89,18 @@ def test_derived_keys_are_the_parsed_host_as_the_docs_list_them(uf: Running) -> 
         uf.put(discovered(url))
         status = uf.stub.GetURLStatus(pb.URLStatusRequest(url=url))
         assert status.known.info.key == ours, url
+
+
+# -- what DeleteQueue and DeleteCrawl count -----------------------------------------------------
+
+
+def test_deletes_count_every_url_removed_completed_ones_too(uf: Running) -> None:
+    for crawl in ("A", "B"):
+        uf.put(discovered("http://a.com/1", crawl=crawl), discovered("http://a.com/2", crawl=crawl),
+               known("http://a.com/3", 0, crawl=crawl))  # fmt: skip
+    assert count(uf, crawlID="A", key="a.com") == 3
+    assert uf.stub.DeleteQueue(pb.QueueWithinCrawlParams(crawlID="A", key="a.com")).value == 3
+    assert uf.stub.DeleteCrawl(pb.DeleteCrawlMessage(value="B")).value == 3
+    text = differences()
+    assert re.search(r"`DeleteQueue`[^.]*`DeleteCrawl`[^.]*completed", text, re.S)
+    assert re.search(r"RocksDB[^.]*memory backend[^.]*active", text, re.S)
