@@ -104,3 +104,18 @@ def test_deletes_count_every_url_removed_completed_ones_too(uf: Running) -> None
     text = differences()
     assert re.search(r"`DeleteQueue`[^.]*`DeleteCrawl`[^.]*completed", text, re.S)
     assert re.search(r"RocksDB[^.]*memory backend[^.]*active", text, re.S)
+
+
+# -- ListCrawls: the crawls that have a queue ---------------------------------------------------
+
+
+def test_a_crawl_whose_last_queue_was_deleted_is_not_listed(uf: Running) -> None:
+    uf.put(discovered("http://a.com/1", crawl="X"), discovered("http://b.com/1", crawl="X"),
+           known("http://c.com/1", 0, crawl="Y"))  # fmt: skip
+    delete = uf.stub.DeleteQueue
+    assert delete(pb.QueueWithinCrawlParams(crawlID="X", key="a.com")).value == 1
+    assert list(uf.stub.ListCrawls(pb.Local()).values) == ["X", "Y"]  # Y: nothing active
+    assert delete(pb.QueueWithinCrawlParams(crawlID="X", key="b.com")).value == 1
+    assert list(uf.stub.ListCrawls(pb.Local()).values) == ["Y"]
+    uf.put(discovered("http://a.com/1", crawl="X"))
+    assert list(uf.stub.ListCrawls(pb.Local()).values) == ["X", "Y"]

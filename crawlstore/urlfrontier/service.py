@@ -224,7 +224,9 @@ class FrontierService(pb_grpc.URLFrontierServicer):
 
     @_rpc
     def ListCrawls(self, request: pb.Local, context: grpc.ServicerContext) -> pb.StringList:
-        return pb.StringList(values=sorted(api_crawl(name) for name in self.store.crawls()))
+        """The crawls that have a queue (a crawl whose last queue was deleted is not one)."""
+        names = [name for name in self.store.crawls() if self.reader(name).queues(limit=1)]
+        return pb.StringList(values=sorted(api_crawl(name) for name in names))
 
     @_rpc
     def DeleteCrawl(self, request: pb.DeleteCrawlMessage, context: grpc.ServicerContext
