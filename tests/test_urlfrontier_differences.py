@@ -119,3 +119,16 @@ def test_a_crawl_whose_last_queue_was_deleted_is_not_listed(uf: Running) -> None
     assert list(uf.stub.ListCrawls(pb.Local()).values) == ["Y"]
     uf.put(discovered("http://a.com/1", crawl="X"))
     assert list(uf.stub.ListCrawls(pb.Local()).values) == ["X", "Y"]
+
+
+# -- a blank filter is no filter ----------------------------------------------------------------
+
+
+def test_a_blank_filter_is_no_filter(uf: Running) -> None:
+    uf.put(discovered("http://a.com/1"), discovered("http://a.com/a%20b"))
+    for blank in (" ", " \t\n"):
+        assert count(uf, filter=blank) == 2
+        assert count(uf, filter=blank, ignoreCase=True) == 2
+        listed = uf.stub.ListURLs(pb.ListUrlParams(filter=blank))
+        assert len(list(listed)) == 2
+    assert count(uf, filter="%20") == 1  # a filter that is not blank applies as it is

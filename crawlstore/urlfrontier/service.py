@@ -75,6 +75,12 @@ def _holds(q: QueueInfo) -> bool:
     return q.queued + q.in_flight + q.scheduled > 0
 
 
+def _filter_of(request: pb.ListUrlParams | pb.CountUrlParams) -> tuple[str | None, bool]:
+    """A listing's filter (None: none, as a blank one is) and whether it ignores case."""
+    text = request.filter if request.HasField("filter") and request.filter.strip() else None
+    return text, request.ignoreCase
+
+
 def _rpc(method: Callable[..., _T]) -> Callable[..., _T]:
     """A unary call whose errors become a gRPC status with a message that names them."""
 
@@ -377,8 +383,7 @@ class FrontierService(pb_grpc.URLFrontierServicer):
         except Unacceptable as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         size = request.size or DEFAULT_SIZE
-        text = request.filter if request.HasField("filter") else None
-        fold = request.ignoreCase if request.HasField("ignoreCase") else False
+        text, fold = _filter_of(request)
         crawl_id = api_crawl(name)
         found = self._matching(name, request.key, text, fold)
         for status in itertools.islice(found, request.start, request.start + size):
@@ -387,10 +392,9 @@ class FrontierService(pb_grpc.URLFrontierServicer):
     @_rpc
     def CountURLs(self, request: pb.CountUrlParams, context: grpc.ServicerContext) -> pb.Long:
         name = store_crawl(request.crawlID)
-        text = request.filter if request.HasField("filter") else None
-        if not text:  # counters, no scan
+        text, fold = _filter_of(request)
+        if text is None:  # counters, no scan
             return pb.Long(value=self.reader(name).count(queue=request.key or None))
-        fold = request.ignoreCase if request.HasField("ignoreCase") else False
         return pb.Long(value=sum(1 for _ in self._matching(name, request.key, text, fold)))
 
     @_rpc
