@@ -132,3 +132,20 @@ def test_a_blank_filter_is_no_filter(uf: Running) -> None:
         listed = uf.stub.ListURLs(pb.ListUrlParams(filter=blank))
         assert len(list(listed)) == 2
     assert count(uf, filter="%20") == 1  # a filter that is not blank applies as it is
+
+
+# -- crawl IDs are kept as given ----------------------------------------------------------------
+
+
+def test_crawl_ids_with_spaces_are_crawls_of_their_own(uf: Running) -> None:
+    url = "http://a.com/1"
+    assert uf.put(discovered(url, crawl=" X "), discovered(url, crawl="X", id="2")) == [
+        ("2", OK), (url, OK)]  # fmt: skip
+    assert list(uf.stub.ListCrawls(pb.Local()).values) == [" X ", "X"]
+    assert (uf.stats(crawl=" X ").crawlID, uf.stats(crawl=" X ").size) == (" X ", 1)
+    (got,) = uf.get(" X ", max_urls_per_queue=1)
+    assert got.crawlID == " X "
+    assert uf.stub.DeleteCrawl(pb.DeleteCrawlMessage(value=" X ")).value == 1
+    assert list(uf.stub.ListCrawls(pb.Local()).values) == ["X"]
+    uf.put(discovered(url, crawl=" \t"))  # a blank ID is DEFAULT, as on the reference
+    assert list(uf.stub.ListCrawls(pb.Local()).values) == ["DEFAULT", "X"]
