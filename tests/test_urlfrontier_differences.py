@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from urlfrontier_helpers import OK, SKIPPED, Running, discovered, known
+from urlfrontier_helpers import OK, SKIPPED, Running, batches, discovered, info, known
 
 from crawlstore import ManualClock
 from crawlstore.urlfrontier import urlfrontier_pb2 as pb
+from crawlstore.urlfrontier.service import MAX_GET
 
 NOW = 1_800_000_000.0
 PAGE = (Path(__file__).resolve().parent.parent / "docs" / "urlfrontier.md").read_text()
@@ -149,3 +150,22 @@ def test_crawl_ids_with_spaces_are_crawls_of_their_own(uf: Running) -> None:
     assert list(uf.stub.ListCrawls(pb.Local()).values) == ["X"]
     uf.put(discovered(url, crawl=" \t"))  # a blank ID is DEFAULT, as on the reference
     assert list(uf.stub.ListCrawls(pb.Local()).values) == ["DEFAULT", "X"]
+
+
+# -- GetURLs hands out at most MAX_GET URLs a call ----------------------------------------------
+
+
+def test_get_urls_hands_out_at_most_a_documented_number_a_call(uf: Running) -> None:
+    n = MAX_GET + 50
+    items = [info(f"http://a.com/{i}") for i in range(n)]
+    acks = uf.stub.PutDiscovered(batches(*((str(i), items[i : i + 500])
+                                           for i in range(0, n, 500))))  # fmt: skip
+    assert sum(len(a.statuses) for a in acks) == n
+    assert len(uf.get(max_urls_per_queue=0, max_queues=0)) == MAX_GET
+    uf.clock.advance(1)  # the queue's delay
+    assert len(uf.get(max_urls_per_queue=0, max_queues=0)) == 50
+    cap = f"{MAX_GET:,}"
+    getting = re.search(r"^- \*\*`GetURLs`\*\*.*?(?=^- |\Z)", section("Semantics, point by point"),
+                        re.S | re.M)  # fmt: skip
+    assert getting is not None and cap in getting.group(0)
+    assert re.search(rf"`GetURLs`[^.]*{cap}", differences(), re.S)

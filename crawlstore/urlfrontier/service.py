@@ -31,7 +31,7 @@ _T = TypeVar("_T")
 
 #: ``delay_requestable`` 0: a URL handed out is in transit this long (seconds).
 DEFAULT_LEASE = 30.0
-#: The most URLs one GetURLs call hands out when its limits are 0 (unlimited).
+#: The most URLs one GetURLs call hands out, whatever its limits (0 included: no limit).
 MAX_GET = 10_000
 #: ``size`` 0 in ListQueues and ListURLs.
 DEFAULT_SIZE = 100
