@@ -169,3 +169,17 @@ def test_get_urls_hands_out_at_most_a_documented_number_a_call(uf: Running) -> N
                         re.S | re.M)  # fmt: skip
     assert getting is not None and cap in getting.group(0)
     assert re.search(rf"`GetURLs`[^.]*{cap}", differences(), re.S)
+
+
+# -- spellings of one URL are one URL -----------------------------------------------------------
+
+
+def test_spellings_of_one_url_are_one_url(uf: Running) -> None:
+    spellings = ["http://a.com/x", "http://A.com/x", "HTTP://a.com/x", "http://a.com/x#frag",
+                 "http://a.com:80/x", "http://a.com/./x", "http://a.com/%78",
+                 "http://a.com/y/../x", "http://a.com/x?utm_source=z"]  # fmt: skip
+    acks = dict(uf.put(*(discovered(url) for url in spellings)))
+    assert sorted(acks.values()) == [OK] + [SKIPPED] * 8
+    assert count(uf) == 1
+    text = differences()
+    assert "crawlstore canon" in text and "concepts/seeds.md#the-canonical-form" in text
