@@ -87,3 +87,35 @@ def test_meta_queues_are_named_by_the_seed(make_frontier: MakeFrontier) -> None:
                  page("c.com", "3")])  # fmt: skip
     assert sorted(q.key for q in f.queues()) == ["c.com", "q1"]
     assert f.queue("q1") is not None and f.queue("q1").queued == 2  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("state", ["queued", "in_flight", "scheduled", "done"])
+def test_overwrite_moves_a_url_to_the_queue_its_new_seed_names(
+    make_frontier: MakeFrontier, clock: ManualClock, state: str
+) -> None:
+    f = make_frontier("fifo", queues="meta").core
+    f.push_many([page("a.com", "1", queue="q1"), page("a.com", "2", queue="q1")])
+    if state == "in_flight":
+        f.pop_many(1, lease_time=60)
+    elif state == "scheduled":
+        f.overwrite_many([(page("a.com", "1", queue="q1"), clock() + 60)])
+    elif state == "done":
+        f.overwrite_many([(page("a.com", "1", queue="q1"), None)])
+    assert f.url("https://a.com/1").state == state
+    f.overwrite_many([(page("a.com", "1", queue="q3"), clock() + 10)])
+    status = f.url("https://a.com/1")
+    assert (status.state, status.queue, status.at) == ("scheduled", "q3", clock() + 10)
+    old, new = f.queue("q1"), f.queue("q3")
+    assert old is not None and new is not None
+    assert (old.queued, old.in_flight, old.scheduled, new.scheduled) == (1, 0, 0, 1)
+    assert [u.url for u in f.urls(queue="q3")] == ["https://a.com/1"]
+    assert [u.url for u in f.urls(queue="q1")] == ["https://a.com/2"]
+    assert (f.count(queue="q1"), f.count(queue="q3"), f.count()) == (1, 1, 2)
+    stats = f.stats()
+    assert (stats.queued, stats.in_flight, stats.scheduled) == (1, 0, 1)
+    f.overwrite_many([(page("a.com", "1", queue="q1"), None)])  # done, back in q1
+    assert (f.count(queue="q1", state="done"), f.count(queue="q3")) == (1, 0)
+    clock.advance(60)
+    assert [r.seed.url for r in f.pop_many(5)] == ["https://a.com/2"]
+    assert f.delete_queue("q3") == 0 and f.delete_queue("q1") == 2
+    assert f.count() == 0 and len(f) == 0

@@ -834,9 +834,10 @@ class CoreFrontier(Frontier):
 
     def overwrite_many(self, items: Iterable[tuple[Seed, float | None]]) -> None:
         """Replace each URL's seed, whatever its state, ending its lease whoever holds it,
-        and schedule it at ``at``, or mark it done for good when ``at`` is None; an unknown
-        URL is created so. The URL Frontier's update of a known URL (a protocol without
-        lease tokens), all in one write unit."""
+        and schedule it at ``at``, or mark it done for good when ``at`` is None, in the queue
+        the new seed belongs to (the URL moves there from another); an unknown URL is created
+        so. The URL Frontier's update of a known URL (a protocol without lease tokens), all in
+        one write unit."""
         from .known import overwrite
 
         overwrite(self, items)

@@ -1,6 +1,7 @@
 """The core's overwrite of URLs, for protocols that update a URL without a lease token (the
 URL Frontier's known URLs): whatever state the URL is in, its lease (anyone's) ends, its seed
-is replaced, and it is scheduled again or finished for good."""
+is replaced, and it is scheduled again or finished for good, in the queue its new seed names
+(another than its own when the new seed names another: the URL moves there)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..errors import CorruptRecord
 from ..seed import Seed
 from . import spi
 from .protocol import check_seed, check_time
-from .spi import DONE, IN_FLIGHT, REVISIT, QueueRecord, UrlRecord
+from .spi import DONE, IN_FLIGHT, REVISIT, CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:
     from .core import CoreFrontier
@@ -33,24 +34,26 @@ def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) ->
         crawl = core._crawl_for_write()
         now = core._clock()
         queues: dict[str, QueueRecord] = {}
-        for seed, at in batch:
-            fresh = seed.with_lease(None) if seed.lease is not None else seed
-            url = storage.url(crawl, seed.fingerprint)
-            key = url.queue if url is not None else core._key_for(crawl, seed)
+
+        def queue(key: str) -> QueueRecord:
             q = queues.get(key)
             if q is None:
                 q = queues[key] = core._queue(crawl, key, now)
+            return q
+
+        for seed, at in batch:
+            fresh = seed.with_lease(None) if seed.lease is not None else seed
+            url = storage.url(crawl, seed.fingerprint)
+            q = queue(core._key_for(crawl, seed))
             if url is None:
-                url = UrlRecord(seed.fingerprint, fresh, spi.SCHEDULED, key, None, now)
+                url = UrlRecord(seed.fingerprint, fresh, spi.SCHEDULED, q.key, None, now)
                 core._count(crawl, q, admitted=1)
-            elif url.state == IN_FLIGHT:
-                lease = storage.get_lease(crawl, url.where)
-                if lease is None:
-                    raise CorruptRecord(f"URL {url.fp.hex()} of crawl {core.name!r} is in "
-                                        "flight without its lease")  # fmt: skip
-                url = core._end(crawl, q, lease)
             else:
-                core._unplace(crawl, q, url)
+                url = _take_out(core, crawl, queue(url.queue), url)
+                if url.queue != q.key:  # a record of the new queue, created when first admitted
+                    storage.delete_url(crawl, url)
+                    url = UrlRecord(url.fp, fresh, url.state, q.key, None, url.created,
+                                    url.outcome)  # fmt: skip
             url.seed = fresh
             if at is None:
                 url.state, url.where, url.kind = DONE, None, None
@@ -63,3 +66,15 @@ def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) ->
             core._place(crawl, q, now)
 
     storage.run(_write)
+
+
+def _take_out(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord) -> UrlRecord:
+    """Take a URL out of where it is in its queue ``q``: its lease ends, whoever holds it."""
+    if url.state != IN_FLIGHT:
+        core._unplace(crawl, q, url)
+        return url
+    lease = core.storage.get_lease(crawl, url.where)
+    if lease is None:
+        raise CorruptRecord(f"URL {url.fp.hex()} of crawl {core.name!r} is in flight without "
+                            "its lease")  # fmt: skip
+    return core._end(crawl, q, lease)

@@ -30,15 +30,15 @@ class Unacceptable(CrawlstoreError, ValueError):
 def store_crawl(crawl_id: str) -> str:
     """The store's crawl for an API crawl ID: an empty (or blank) ID and ``DEFAULT`` are the
     store's ``default`` crawl, and the API's ``default`` is the store's ``DEFAULT`` (the two
-    names trade places, so that every ID keeps a crawl of its own)."""
-    name = crawl_id.strip()
-    if name in ("", DEFAULT):
+    names trade places, so that every ID keeps a crawl of its own). Any other ID is kept as
+    given, spaces included, as the reference keeps it: ``" X "`` and ``"X"`` are two crawls."""
+    if crawl_id == DEFAULT or not crawl_id.strip():
         return "default"
-    if name == "default":
+    if crawl_id == "default":
         return DEFAULT
-    if len(name.encode("utf-8")) > MAX_CRAWL:
-        raise Unacceptable(f"crawl ID longer than {MAX_CRAWL} bytes: {name[:60]!r}...")
-    return name
+    if len(crawl_id.encode("utf-8")) > MAX_CRAWL:
+        raise Unacceptable(f"crawl ID longer than {MAX_CRAWL} bytes: {crawl_id[:60]!r}...")
+    return crawl_id
 
 
 def api_crawl(name: str) -> str:
@@ -51,7 +51,9 @@ def api_crawl(name: str) -> str:
 
 
 def host_key(url: str) -> str:
-    """The queue key the service derives from a URL: its host name, as the reference does."""
+    """The queue key the service derives from a URL: its host as the URL standard parses it
+    (lower case, without user info or port), where the reference takes the text up to the
+    first ``:/?&`` as typed."""
     host: str = can_ada.parse(url).hostname
     return host
 

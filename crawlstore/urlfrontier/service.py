@@ -31,7 +31,7 @@ _T = TypeVar("_T")
 
 #: ``delay_requestable`` 0: a URL handed out is in transit this long (seconds).
 DEFAULT_LEASE = 30.0
-#: The most URLs one GetURLs call hands out when its limits are 0 (unlimited).
+#: The most URLs one GetURLs call hands out, whatever its limits (0 included: no limit).
 MAX_GET = 10_000
 #: ``size`` 0 in ListQueues and ListURLs.
 DEFAULT_SIZE = 100
@@ -73,6 +73,12 @@ def _every_queue(view: StoreFrontier) -> Iterator[QueueInfo]:
 def _holds(q: QueueInfo) -> bool:
     """Whether a queue holds URLs not completed (queued, in transit or scheduled)."""
     return q.queued + q.in_flight + q.scheduled > 0
+
+
+def _filter_of(request: pb.ListUrlParams | pb.CountUrlParams) -> tuple[str | None, bool]:
+    """A listing's filter (None: none, as a blank one is) and whether it ignores case."""
+    text = request.filter if request.HasField("filter") and request.filter.strip() else None
+    return text, request.ignoreCase
 
 
 def _rpc(method: Callable[..., _T]) -> Callable[..., _T]:
@@ -224,7 +230,9 @@ class FrontierService(pb_grpc.URLFrontierServicer):
 
     @_rpc
     def ListCrawls(self, request: pb.Local, context: grpc.ServicerContext) -> pb.StringList:
-        return pb.StringList(values=sorted(api_crawl(name) for name in self.store.crawls()))
+        """The crawls that have a queue (a crawl whose last queue was deleted is not one)."""
+        names = [name for name in self.store.crawls() if self.reader(name).queues(limit=1)]
+        return pb.StringList(values=sorted(api_crawl(name) for name in names))
 
     @_rpc
     def DeleteCrawl(self, request: pb.DeleteCrawlMessage, context: grpc.ServicerContext
@@ -375,8 +383,7 @@ class FrontierService(pb_grpc.URLFrontierServicer):
         except Unacceptable as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         size = request.size or DEFAULT_SIZE
-        text = request.filter if request.HasField("filter") else None
-        fold = request.ignoreCase if request.HasField("ignoreCase") else False
+        text, fold = _filter_of(request)
         crawl_id = api_crawl(name)
         found = self._matching(name, request.key, text, fold)
         for status in itertools.islice(found, request.start, request.start + size):
@@ -385,10 +392,9 @@ class FrontierService(pb_grpc.URLFrontierServicer):
     @_rpc
     def CountURLs(self, request: pb.CountUrlParams, context: grpc.ServicerContext) -> pb.Long:
         name = store_crawl(request.crawlID)
-        text = request.filter if request.HasField("filter") else None
-        if not text:  # counters, no scan
+        text, fold = _filter_of(request)
+        if text is None:  # counters, no scan
             return pb.Long(value=self.reader(name).count(queue=request.key or None))
-        fold = request.ignoreCase if request.HasField("ignoreCase") else False
         return pb.Long(value=sum(1 for _ in self._matching(name, request.key, text, fold)))
 
     @_rpc
