@@ -183,4 +183,4 @@ def test_without_the_crawl_extra_it_says_which_to_install(tmp_path: Path) -> Non
         done = subprocess.run([sys.executable, "-m", "crawlstore", *verb], capture_output=True,
                               text=True, env=env, timeout=60)  # fmt: skip
         assert done.returncode == 2
-        assert "pip install 'crawlstore[crawl]'" in done.stderr and "httpx" in done.stderr
+        assert "pip install -e '.[crawl]'" in done.stderr and "httpx" in done.stderr

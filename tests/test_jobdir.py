@@ -281,7 +281,7 @@ def test_without_scrapy_the_extra_is_named(jobdirs: dict[str, Path], tmp_path: P
         [sys.executable, "-c", blocked + "sys.exit(main(sys.argv[1:]))", "import",
          str(tmp_path / "s.lmdb"), "--from-jobdir", str(jobdirs["lifo-per-slot"])],
         capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 2 and "pip install 'crawlstore[scrapy]'" in done.stderr
+    assert done.returncode == 2 and "pip install -e '.[scrapy]'" in done.stderr
 
 
 def test_an_export_or_a_jobdir_not_both(jobdirs: dict[str, Path], tmp_path: Path) -> None:

@@ -163,4 +163,4 @@ def test_without_grpc_it_names_the_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert done.returncode == 2
-    assert "pip install 'crawlstore[urlfrontier]'" in done.stderr
+    assert "pip install -e '.[urlfrontier]'" in done.stderr

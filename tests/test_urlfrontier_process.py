@@ -201,5 +201,5 @@ def test_without_the_urlfrontier_extra_serve_says_which_to_install(tmp_path: Pat
                            str(tmp_path / "s")], capture_output=True, text=True, env=env,
                           timeout=60)  # fmt: skip
     assert done.returncode == 2
-    assert "pip install 'crawlstore[urlfrontier]'" in done.stderr
+    assert "pip install -e '.[urlfrontier]'" in done.stderr
     assert not (tmp_path / "s").exists()

@@ -12,12 +12,13 @@ from contextlib import ExitStack
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import CrawlstoreError
+from ..extras import install_hint
 from ..store import Store
 
 if TYPE_CHECKING:
     from ..crawler import CrawlResult
 
-_EXTRA = "crawlstore crawl needs the crawl extra: pip install 'crawlstore[crawl]'"
+_EXTRA = f"crawlstore crawl needs the crawl extra: {install_hint('crawl')}"
 
 
 def add_crawl(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -11,10 +11,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..extras import install_hint
+
 if TYPE_CHECKING:
     from ..urlfrontier import URL, Client
 
-_EXTRA = "crawlstore frontier needs the urlfrontier extra: pip install 'crawlstore[urlfrontier]'"
+_EXTRA = f"crawlstore frontier needs the urlfrontier extra: {install_hint('urlfrontier')}"
 _Run = Callable[["Client", argparse.Namespace], int]
 
 

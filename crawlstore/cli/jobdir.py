@@ -10,6 +10,7 @@ import sys
 from dataclasses import asdict
 
 from ..errors import JobdirError
+from ..extras import install_hint
 from ..store import Store
 
 
@@ -17,8 +18,8 @@ def load_jobdir(args: argparse.Namespace) -> int:
     try:
         from ..scrapy.jobdir import import_jobdir
     except ImportError as exc:
-        print(f"crawlstore import: --from-jobdir needs Scrapy: pip install "
-              f"'crawlstore[scrapy]' ({exc.__cause__ or exc})", file=sys.stderr)  # fmt: skip
+        print(f"crawlstore import: --from-jobdir needs Scrapy: {install_hint('scrapy')} "
+              f"({exc.__cause__ or exc})", file=sys.stderr)  # fmt: skip
         return 2
     warnings = logging.StreamHandler(sys.stderr)
     warnings.setFormatter(logging.Formatter("crawlstore import: %(message)s"))

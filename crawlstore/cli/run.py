@@ -8,6 +8,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..extras import install_hint
+
 _CHECKOUT = Path(__file__).resolve().parent.parent.parent
 
 
@@ -51,7 +53,7 @@ def demo(argv: list[str]) -> int:
         import selectolax  # noqa: F401
     except ImportError as exc:
         print(f"crawlstore demo needs the crawl extra ({exc.name} is missing): "
-              "pip install 'crawlstore[crawl]'", file=sys.stderr)  # fmt: skip
+              f"{install_hint('crawl')}", file=sys.stderr)  # fmt: skip
         return 2
     from ..demo import main as demo_main
 

@@ -6,7 +6,9 @@ import argparse
 import logging
 import sys
 
-_EXTRA = "crawlstore serve needs the urlfrontier extra: pip install 'crawlstore[urlfrontier]'"
+from ..extras import install_hint
+
+_EXTRA = f"crawlstore serve needs the urlfrontier extra: {install_hint('urlfrontier')}"
 
 
 def add_serve(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

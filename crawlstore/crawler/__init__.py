@@ -2,7 +2,7 @@
 its group-commit worker, with per-host politeness, robots.txt, retries, pauses on 429 and 503,
 redirects through the frontier, trap avoidance, conditional revalidation and revisits by tag.
 
-Needs the ``crawl`` extra (``pip install 'crawlstore[crawl]'``: httpx, protego, selectolax).
+Needs the ``crawl`` extra (``pip install -e '.[crawl]'``: httpx, protego, selectolax).
 """
 
 from .options import DEFAULT_USER_AGENT, CrawlOptions

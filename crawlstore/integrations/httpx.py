@@ -1,7 +1,7 @@
 """httpx glue: the request for a seed (conditional when validators are stored), what a response
 means for the crawl, and ``report_response``, which reports it as one step.
 
-Needs ``httpx`` (``pip install 'crawlstore[httpx]'``).
+Needs ``httpx`` (``pip install -e '.[httpx]'``).
 
 | status | outcome | what ``report_response`` does |
 |---|---|---|

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import InvalidArgument, StoreError, StoreFull
+from ..extras import install_hint
 
 try:
     import redis
@@ -24,7 +25,7 @@ try:
     from redis.crc import key_slot
 except ModuleNotFoundError as exc:  # pragma: no cover - the extra is missing
     raise ModuleNotFoundError(
-        "a store on Redis needs redis-py: pip install 'crawlstore[redis]'", name=exc.name
+        f"a store on Redis needs redis-py: {install_hint('redis')}", name=exc.name
     ) from None
 
 __all__ = ["FENCE", "Address", "Server", "key_slot"]

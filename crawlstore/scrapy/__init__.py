@@ -1,4 +1,4 @@
-"""Scrapy on crawlstore (``pip install 'crawlstore[scrapy]'``): a crash-safe scheduler
+"""Scrapy on crawlstore (``pip install -e '.[scrapy]'``): a crash-safe scheduler
 (``SCHEDULER = "crawlstore.scrapy.Scheduler"`` and ``CRAWLSTORE_PATH = "crawl.lmdb"``), a
 dupefilter on disk for Scrapy's own scheduler, conditional revalidation, and the migration of
 a JOBDIR (``crawlstore import PATH --from-jobdir DIR``)."""

@@ -6,7 +6,7 @@ A request becomes a seed (method, URL, headers, body, priority, depth), with eve
 ``Request.to_dict()`` holds under ``seed.meta["scrapy"]``; ``seed_to_dict`` gives the dict
 back for ``request_from_dict``. The seen set gets the first 16 bytes of each fingerprint.
 
-Needs Scrapy (``pip install 'crawlstore[scrapy]'``). A JOBDIR's queues are pickles: import only
+Needs Scrapy (``pip install -e '.[scrapy]'``). A JOBDIR's queues are pickles: import only
 a JOBDIR whose code you would run, as Scrapy itself warns.
 """
 
@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ..extras import install_hint
+
 try:
     import scrapy
     from queuelib import queue
     from scrapy import dupefilters, squeues
     from scrapy.pqueues import ScrapyPriorityQueue, _path_safe
 except ImportError as exc:  # the CLI names the extra
-    raise ImportError(
-        f"reading a Scrapy JOBDIR needs pip install 'crawlstore[scrapy]': {exc}"
-    ) from exc
+    raise ImportError(f"reading a Scrapy JOBDIR needs {install_hint('scrapy')}: {exc}") from exc
 
 from ..errors import InvalidSeed, JobdirError
 from ..seed import Seed

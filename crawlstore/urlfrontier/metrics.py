@@ -1,5 +1,5 @@
 """Prometheus metrics under the reference service's names, so that its Grafana dashboard
-works (``pip install 'crawlstore[urlfrontier]'`` brings ``prometheus_client``); without a
+works (``pip install -e '.[urlfrontier]'`` brings ``prometheus_client``); without a
 metrics port they are counted nowhere."""
 
 from __future__ import annotations
