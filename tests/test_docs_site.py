@@ -31,5 +31,15 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     store = (site / "reference" / "store" / "index.html").read_text()
     assert 'id="crawlstore.Store.open"' in store  # the reference is rendered from the code
     assert "fsync data and meta page at every commit" in store  # and from its #: comments
+    # signatures are laid out one parameter a line (the docs extra brings the formatter)
+    assert '<span class="nf">open</span><span class="p">(</span>\n    <span class="n">path' in store
     recipe = (site / "recipes" / "recrawl-etags" / "index.html").read_text()
     assert "ThreadingHTTPServer" in recipe  # the example file is included, not a link to it
+
+
+def test_the_docs_extra_brings_the_signature_formatter() -> None:
+    """mkdocstrings-python formats signatures with ruff or black, or leaves them on one line:
+    the docs extra alone must bring one."""
+    text = (ROOT / "pyproject.toml").read_text()
+    docs = text[text.index("\ndocs = [") : text.index("\n]", text.index("\ndocs = ["))]
+    assert '"ruff' in docs or '"black' in docs
