@@ -15,14 +15,23 @@ from ..seed import Seed
 from ..url import Fingerprint
 from . import spi
 from .policy import check_cap, check_delay
-from .protocol import _UNSET, LastOutcome, QueueInfo, URLStatus, check_limit, check_time
+from .protocol import (
+    _UNSET,
+    OUTCOMES,
+    STATES,
+    LastOutcome,
+    QueueInfo,
+    URLStatus,
+    check_limit,
+    check_time,
+)
 from .spi import IN_FLIGHT, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:
     from .core import CoreFrontier
 
-__all__ = ["OUTCOMES", "STATES", "count", "delete_crawl", "delete_queue", "purge", "queue",
-           "queues", "scan", "set_queue", "url", "urls"]  # fmt: skip
+__all__ = ["count", "delete_crawl", "delete_queue", "purge", "queue", "queues", "scan",
+           "set_queue", "url", "urls"]  # fmt: skip
 
 
 # -- queues ---------------------------------------------------------------------------------
@@ -222,11 +231,11 @@ def _filter(
 ) -> _Filter:
     """The filter of these arguments, each checked: ``InvalidArgument`` names a bad one."""
     if state is not None and (not isinstance(state, str) or state not in STATES):
-        raise InvalidArgument(f"no URL state {state!r:.100}: one of {sorted(STATES)}")
+        raise InvalidArgument(f"no URL state {state!r:.100}: one of {', '.join(STATES)}")
     if contains is not None and not isinstance(contains, str):
         raise InvalidArgument(f"contains is a str: {contains!r:.100}")
     if outcome is not None and (not isinstance(outcome, str) or outcome not in OUTCOMES):
-        raise InvalidArgument(f"no outcome {outcome!r:.100}: one of {sorted(OUTCOMES)}")
+        raise InvalidArgument(f"no outcome {outcome!r:.100}: one of {', '.join(OUTCOMES)}")
     if http_status is not None and (
         isinstance(http_status, bool) or not isinstance(http_status, int)
         or not 100 <= http_status <= 599
@@ -355,7 +364,3 @@ def _count_of(c: dict[str, int], state: str | None) -> int:
 
 
 _ACTIVE_GAUGES = ("queued", "in_flight", "scheduled")
-#: The states of a URL the crawl holds (``URLStatus.state``, but "unknown").
-STATES = frozenset((*_ACTIVE_GAUGES, *spi.FINISHED))
-#: The final states a URL's last visit can end in (``LastOutcome.state``).
-OUTCOMES = frozenset(spi.FINISHED)
