@@ -193,11 +193,6 @@ def test_delete_queue(hosts: Path) -> None:
                                  check=3).stderr  # fmt: skip
 
 
-def test_the_new_verbs_have_help() -> None:
-    for verb in ("peek", "queues", "queue", "delete-queue"):
-        assert cli(verb, "--help").stdout.startswith(f"usage: crawlstore {verb}")
-
-
 # -- stats --watch --------------------------------------------------------------------------
 
 _WRITER = """
