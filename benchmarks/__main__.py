@@ -20,9 +20,11 @@ from .suite import write_json as write_results
 from .workloads import WORKLOADS, Context
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks") -> int:
+    """Run the suite with the command line's arguments (``argv``; ``prog`` names the command
+    in its help); 1 when a workload failed."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks",
+        prog=prog,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,7 +1,7 @@
 """Crash torture: crawl workers on one store are killed with SIGKILL at random instants; after
 each round the store is reopened and checked against what the workers acknowledged.
 
-    python -m crawlstore.torture --minutes 10 --workers 4
+    crawlstore torture --minutes 10 --workers 4
 
 Each worker runs a randomised crawl over a generated site (with a calendar trap) through every
 view and facade: ``revisit``, ``dedup_with(store.seen())``, ``retry``, ``tag_backoff``,
@@ -213,11 +213,18 @@ def torture(
     return rounds, kills, record.lines, violations
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=1.0)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=1)
+def main(argv: list[str] | None = None, *, prog: str = "python -m crawlstore.torture") -> int:
+    """Run the torture with the command line's arguments (``argv``; ``prog`` names the
+    command in its help); 1 when it found a violation."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--minutes", type=float, default=1.0, metavar="M",
+                        help="how long to run, in minutes (1)")  # fmt: skip
+    parser.add_argument("--workers", type=int, default=4, metavar="N",
+                        help="worker processes killed each round (4)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=1, metavar="S",
+                        help="the random seed of the run, to repeat it (1)")  # fmt: skip
     parser.add_argument("--worker", nargs=2, metavar=("PATH", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

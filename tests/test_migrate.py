@@ -70,10 +70,13 @@ def test_the_migrate_command(old: Path) -> None:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "migrated" in done.stdout and old.with_name("old.lmdb.v1").exists()
+    files, before = sorted(old.parent.iterdir()), _digest(old)
     again = subprocess.run([sys.executable, "-m", "crawlstore", "migrate", str(old)],
                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert again.returncode == 3 and "nothing to migrate" in again.stderr
-    assert again.stderr.startswith("crawlstore migrate: ") and "Traceback" not in again.stderr
+    assert (again.returncode, again.stderr) == (0, "")  # nothing to do is not an error
+    assert again.stdout == (f"{old}: in the current format already (format 2, fingerprint "
+                            "version 2): nothing to migrate, nothing changed\n")  # fmt: skip
+    assert _digest(old) == before and sorted(old.parent.iterdir()) == files  # no copy kept
 
 
 HOLD = """

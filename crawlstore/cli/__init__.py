@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import CrawlstoreError
-from . import crawl, exchange, frontier, inspect, maintain, queues, run, serve, urls
+from . import crawl, exchange, frontier, inspect, maintain, peek, queues, run, serve, urls
 
 __all__ = ["main"]
 
@@ -24,7 +24,7 @@ _VERBS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[t
     inspect.add_stats,
     inspect.add_verify,
     inspect.add_canon,
-    queues.add_peek,
+    peek.add_peek,
     queues.add_queues,
     queues.add_queue,
     queues.add_delete_queue,

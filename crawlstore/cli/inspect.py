@@ -16,7 +16,7 @@ from typing import Any
 from ..frontier.protocol import Stats
 from ..store import Store, verify
 from ..url import explain, fingerprint
-from .queues import queue_line, queue_row
+from .queues import more_line, positive_int, queue_line, queue_page, queue_row
 
 
 def _json(value: Any) -> None:
@@ -24,8 +24,16 @@ def _json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def _mib(n: int) -> str:
-    return f"{n / 2**20:,.1f} MiB"
+def _bytes(n: int) -> str:
+    """A size for people: 512 B, 44.0 KiB, 4.8 MiB, 1.2 GiB."""
+    if n < 1024:
+        return f"{n} B"
+    size, unit = n / 1024, "KiB"
+    for bigger in ("MiB", "GiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:,.1f} {unit}"
 
 
 # -- stats ----------------------------------------------------------------------------------------
@@ -33,14 +41,17 @@ def _mib(n: int) -> str:
 
 def add_stats(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = verbs.add_parser("stats", help="counts per state and crawl, file size (read-only)",
-                         description="Counts of each crawl (or of --crawl), the file's size and "
-                         "fill, its format; with --queues, each queue's. Opens the store "
-                         "read-only: safe while a crawl writes to it.")  # fmt: skip
+                         description="Counts of each crawl (or of --crawl); the file's format "
+                         "and size, and how much of it holds records (the rest is free pages, "
+                         "reused before the file grows); with --queues, each queue's counts, a "
+                         "page of --limit queues. Opens the store read-only: safe while a crawl "
+                         "writes to it.")  # fmt: skip
     p.add_argument("path", help="the store file")
     p.add_argument("--crawl", help="only this crawl")
     p.add_argument("--queues", action="store_true", help="each queue's counts too")
     p.add_argument("--after", metavar="KEY", help="queues after this key (paging)")
-    p.add_argument("--limit", type=int, default=100, help="queues a page (100)")
+    p.add_argument("--limit", type=positive_int, default=100, metavar="N",
+                   help="queues a page, with --queues (100)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="output as JSON (lines, with --watch)")
     watch = p.add_argument_group("a live view of a running crawl")
     watch.add_argument("--watch", action="store_true",
@@ -87,29 +98,23 @@ def stats(args: argparse.Namespace) -> int:
         if args.crawl and args.crawl not in crawls:
             print(f"crawlstore stats: {args.path} has no crawl {args.crawl!r}", file=sys.stderr)
             return 3
-        size, used = _sizes(store)
         out: dict[str, Any] = {"path": store.location, "format": store.meta.get("format"),
-                               "file_bytes": size, "used_bytes": used, "crawls": {}}  # fmt: skip
+                               **_sizes(store), "crawls": {}}  # fmt: skip
         for name in names:
             frontier = store.frontier(crawl=name)
             crawl: dict[str, Any] = {"stats": asdict(frontier.stats())}
             if args.queues:
-                page = frontier.queues(after=args.after, limit=args.limit)
-                crawl["queues"] = page
+                crawl["queues"], crawl["queues_next"] = queue_page(frontier, args.after,
+                                                                   args.limit)  # fmt: skip
             out["crawls"][name] = crawl
         now = store.clock()
-    for crawl in out["crawls"].values():
-        infos = crawl.get("queues")
-        if infos is not None and args.json:
-            crawl["queues"] = [queue_row(q) for q in infos]
     if args.json:
+        for crawl in out["crawls"].values():
+            if "queues" in crawl:
+                crawl["queues"] = [queue_row(q) for q in crawl["queues"]]
         _json(out)
         return 0
-    if size is None or used is None:  # a store on a server
-        print(f"{out['path']}: format {out['format']}")
-    else:
-        fill = f" ({used / size:.0%} used)" if size else ""
-        print(f"{out['path']}: format {out['format']}, {_mib(size)} file{fill}")
+    print(_file_line(out))
     for name, crawl in out["crawls"].items():
         s = crawl["stats"]
         refused = ", ".join(f"{k} {v:,}" for k, v in sorted(s["refused"].items())) or "none"
@@ -119,14 +124,29 @@ def stats(args: argparse.Namespace) -> int:
               f"refused: {refused}")  # fmt: skip
         for q in crawl.get("queues", []):
             print("  " + queue_line(q, now))
+        if crawl.get("queues_next") is not None:
+            print("  " + more_line("queues", args.limit, crawl["queues_next"]))
     return 0
 
 
-def _sizes(store: Store) -> tuple[int | None, int | None]:
-    """The store file's size and the bytes it uses; None for a store on a server."""
+def _file_line(out: dict[str, Any]) -> str:
+    """The store's line: its format; a file's size, what of it holds records, what is free."""
+    line = f"{out['path']}: format {out['format']}"
+    if out["file_bytes"] is None:  # a store on a server
+        return line
+    return (f"{line}, {_bytes(out['file_bytes'])} file: {_bytes(out['used_bytes'])} of "
+            f"records, {_bytes(out['free_bytes'])} of free pages (reused before the file "
+            "grows; a backup leaves them out)")  # fmt: skip
+
+
+def _sizes(store: Store) -> dict[str, int | None]:
+    """The store file's size, the bytes of it that hold records and the free ones (None for a
+    store on a server)."""
     if "://" in store.location:
-        return None, None
-    return os.path.getsize(store.path), store.file_size()
+        return {"file_bytes": None, "used_bytes": None, "free_bytes": None}
+    size = os.path.getsize(store.path)
+    used = min(store.records_size(), size)
+    return {"file_bytes": size, "used_bytes": used, "free_bytes": size - used}
 
 
 def _watched(store: Store, only: str | None) -> dict[str, Stats]:

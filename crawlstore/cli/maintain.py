@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
+from ..errors import OlderFormat
 from ..store import Store
 
 
@@ -58,16 +60,33 @@ def add_migrate(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type
     p = verbs.add_parser(
         "migrate",
         help="rewrite a file of an older format in the current one",
-        description="Rewrite a store of an older format in the current one, keeping the old "
-        "file beside it (PATH.v1 ...). A writable open does the same by itself.",
+        description="Rewrite a store of an older format or fingerprint version in the current "
+        "one, keeping the old file beside it (PATH.v1, PATH.fp1). A file in the current format "
+        "is left as it is (exit 0). A writable open migrates by itself too.",
     )
     p.add_argument("path", help="the store file")
     p.set_defaults(handler=migrate)
 
 
+def _current(path: str) -> dict[str, Any] | None:
+    """The file's meta when it is in this crawlstore's format already (a read-only open
+    reads it), None when it is older."""
+    try:
+        with Store.open(path, readonly=True) as store:
+            return store.meta
+    except OlderFormat:
+        return None
+
+
 def migrate(args: argparse.Namespace) -> int:
     from ..store.migrate import migrate as rewrite
 
+    meta = _current(args.path)
+    if meta is not None:
+        print(f"{args.path}: in the current format already (format {meta.get('format')}, "
+              f"fingerprint version {meta.get('fingerprint')}): nothing to migrate, nothing "
+              "changed")  # fmt: skip
+        return 0
     kept = rewrite(args.path)
     print(f"{args.path}: migrated; the old file is kept as {kept}")
     return 0

@@ -41,9 +41,7 @@ def bench(argv: list[str]) -> int:
     sys.path.insert(0, str(_CHECKOUT))
     from benchmarks.__main__ import main as bench_main
 
-    sys.argv = ["crawlstore bench", *argv]  # the suite reads its own arguments
-    bench_main()
-    return 0
+    return bench_main(argv, prog="crawlstore bench")
 
 
 def demo(argv: list[str]) -> int:
@@ -63,4 +61,4 @@ def demo(argv: list[str]) -> int:
 def torture(argv: list[str]) -> int:
     from ..torture import main as torture_main
 
-    return torture_main(argv)
+    return torture_main(argv, prog="crawlstore torture")

@@ -1,4 +1,5 @@
-"""Verbs over a crawl's URLs and queues: ``urls``, ``url``, ``queues``, ``delete-crawl``."""
+"""Verbs over a crawl's URLs: ``urls`` (a page of them, filtered on their state and last
+outcome), ``url`` (where one stands), ``delete-crawl``."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from ..frontier.protocol import URLStatus
+from ..frontier.protocol import OUTCOMES, STATES, URLStatus
 from ..store import Store
-
-_STATES = ["queued", "in-flight", "scheduled", "done", "failed", "skipped"]
+from . import when
+from .queues import ONE_QUEUE, more_line, positive_int
 
 
 def _row(status: URLStatus) -> dict[str, Any]:
@@ -29,52 +30,109 @@ def _row(status: URLStatus) -> dict[str, Any]:
 
 
 def _line(row: dict[str, Any]) -> str:
+    """A URL in one line: its state, the URL, and how its last visit ended when that says more
+    than its state (``scheduled  URL  failed 404``)."""
     outcome = row["outcome"]
-    why = ""
+    why = []
     if outcome is not None:
-        status, reason = outcome.get("status"), outcome.get("reason")
-        why = "  " + " ".join(str(x) for x in (status, reason) if x is not None)
-    return f"{row['state']:<10} {row['url']}{why}"
+        if outcome["state"] != row["state"]:
+            why.append(outcome["state"])
+        why += [str(x) for x in (outcome["status"], outcome["reason"]) if x is not None]
+    return f"{row['state']:<10} {row['url']}" + ("  " + " ".join(why) if why else "")
+
+
+def _http_status(text: str) -> int:
+    try:
+        code = int(text)
+    except ValueError:
+        code = 0
+    if not 100 <= code <= 599:
+        raise argparse.ArgumentTypeError(f"an HTTP status code, 100 to 599: {text!r}")
+    return code
 
 
 def add_urls(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = verbs.add_parser("urls", help="list a crawl's URLs and their last outcome (read-only)",
-                         description="The crawl's URLs (of a queue, in a state), with how "
-                         "their last visit ended, a page at a time.")  # fmt: skip
+                         description="The crawl's URLs with their state and how their last "
+                         "visit ended, a page at a time in fingerprint order; each filter "
+                         "given keeps only the URLs it matches. A page cut by --limit ends "
+                         "with the --after that shows the next.")  # fmt: skip
     p.add_argument("path", help="the store file")
     p.add_argument("--crawl", default="default", help="the crawl (default: 'default')")
     p.add_argument("--queue", help="only this queue's")
-    p.add_argument("--status", choices=_STATES, help="only those in this state")
-    p.add_argument("--contains", help="only those whose URL contains this")
+    p.add_argument("--status", choices=STATES, help="only those in this state now")
+    p.add_argument("--outcome", choices=OUTCOMES,
+                   help="only those whose last visit ended so, whatever their state now (a "
+                   "failed page a crawl revisits is scheduled)")  # fmt: skip
+    p.add_argument("--http-status", type=_http_status, metavar="N",
+                   help="only those whose last visit ended with this status code")  # fmt: skip
+    p.add_argument("--reason", metavar="R",
+                   help="only those whose last visit ended with exactly this reason")  # fmt: skip
+    p.add_argument("--contains", metavar="S", help="only those whose URL contains this")
     p.add_argument("--after", metavar="FINGERPRINT", help="a page after this fingerprint (hex)")
-    p.add_argument("--limit", type=int, default=100, help="URLs a page (100)")
+    p.add_argument("--limit", type=positive_int, default=100, metavar="N",
+                   help="URLs a page, 1 or more (100)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="output as JSON lines")
     p.set_defaults(handler=urls)
 
 
 def urls(args: argparse.Namespace) -> int:
-    state = args.status.replace("-", "_") if args.status else None
     try:
         after = bytes.fromhex(args.after) if args.after else None
     except ValueError:
         print(f"crawlstore urls: --after is a fingerprint in hex: {args.after!r}", file=sys.stderr)
         return 2
     with Store.open(args.path, readonly=True) as store:
-        rows = [_row(s) for s in store.frontier(crawl=args.crawl).urls(
-            queue=args.queue, state=state, contains=args.contains, after=after,
-            limit=args.limit)]  # fmt: skip
-    for row in rows:
+        page = store.frontier(crawl=args.crawl).urls(
+            queue=args.queue, state=args.status, contains=args.contains, outcome=args.outcome,
+            http_status=args.http_status, reason=args.reason, after=after,
+            limit=args.limit + 1)  # fmt: skip
+    for status in page[: args.limit]:
+        row = _row(status)
         print(json.dumps(row, sort_keys=True) if args.json else _line(row))
+    if len(page) > args.limit:  # the page was cut: say how to see the rest
+        last = page[args.limit - 1].fingerprint.hex()
+        print(more_line("URLs", args.limit, last), file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
 def add_url(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = verbs.add_parser("url", help="where one URL stands in a crawl (read-only)")
+    p = verbs.add_parser("url", help="where one URL stands in a crawl (read-only)",
+                         description="Where one URL (or fingerprint) stands in the crawl: its "
+                         "state, queue, when it is due or its lease ends, when it was first "
+                         "admitted, and how its last visit ended. Times are in local time "
+                         "(epoch seconds with --json).")  # fmt: skip
     p.add_argument("path", help="the store file")
     p.add_argument("url", help="the URL (or its fingerprint, in hex)")
     p.add_argument("--crawl", default="default", help="the crawl (default: 'default')")
     p.add_argument("--json", action="store_true", help="output as JSON")
     p.set_defaults(handler=url)
+
+
+def _url_lines(status: URLStatus, now: float) -> list[str]:
+    """``url``'s text: a line a field that applies, times in local time."""
+    lines = [f"url: {status.url}"] if status.url else []
+    lines += [f"fingerprint: {status.fingerprint.hex()}", f"state: {status.state}"]
+    if status.state == "unknown":
+        return [*lines[:-1], "state: unknown (the crawl holds no such URL)"]
+    if status.queue is not None:
+        lines.append(f"queue: {status.queue or ONE_QUEUE}")
+    if status.at is not None:
+        lines.append(f"{'due' if status.state == 'scheduled' else 'lease ends'}: "
+                     f"{when.shown(status.at, now)}")  # fmt: skip
+    if status.kind is not None:
+        lines.append(f"scheduled for: {status.kind}")
+    if status.created is not None:
+        lines.append(f"created: {when.shown(status.created, now)}")
+    outcome = status.outcome
+    if outcome is None:
+        lines.append("last outcome: none (not visited yet)")
+    else:
+        said = [f"status {outcome.status}"] if outcome.status is not None else []
+        said += [f"reason {outcome.reason!r}"] if outcome.reason is not None else []
+        lines.append(f"last outcome: {outcome.state}, {when.shown(outcome.at, now)}"
+                     + "".join(f", {x}" for x in said))  # fmt: skip
+    return lines
 
 
 def url(args: argparse.Namespace) -> int:
@@ -88,20 +146,22 @@ def url(args: argparse.Namespace) -> int:
             return 2
     try:
         with Store.open(args.path, readonly=True) as store:
-            row = _row(store.frontier(crawl=args.crawl).url(target))
+            frontier = store.frontier(crawl=args.crawl)
+            status, now = frontier.url(target), frontier.clock()
     except ValueError as exc:
         print(f"crawlstore url: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(row, sort_keys=True, indent=1))
+        print(json.dumps(_row(status), sort_keys=True, indent=1))
     else:
-        for key, value in row.items():
-            print(f"{key}: {value}")
+        print("\n".join(_url_lines(status, now)))
     return 0
 
 
 def add_delete_crawl(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = verbs.add_parser("delete-crawl", help="remove a crawl with everything it holds")
+    p = verbs.add_parser("delete-crawl", help="remove a crawl with everything it holds",
+                         description="Remove the crawl with everything it holds: its "
+                         "frontier, seen set, validators and counters.")  # fmt: skip
     p.add_argument("path", help="the store file")
     p.add_argument("crawl", help="the crawl to remove")
     p.set_defaults(handler=delete_crawl)

@@ -31,15 +31,13 @@ from .site import DemoSite
 
 __all__ = ["main"]
 
-_DESCRIPTION = __doc__.split("\n", 2)[2] if __doc__ else None
-
 REVISIT = 15.0  # seconds: longer than the crawl, so the revisit pass is its own
 TRAP_BUDGET = 40
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="crawlstore demo", description=_DESCRIPTION,
+        prog="crawlstore demo", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--dir", type=Path, help="keep the store and page logs here "

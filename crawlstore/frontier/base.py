@@ -206,22 +206,36 @@ class Frontier(ABC):
         queue: str | None = None,
         state: str | None = None,
         contains: str | None = None,
+        outcome: str | None = None,
+        http_status: int | None = None,
+        reason: str | None = None,
         after: bytes | None = None,
         limit: int = 100,
     ) -> list[URLStatus]:
-        """The crawl's URLs (of one ``queue``, in one ``state``, or whose URL ``contains`` a
-        string), ``limit`` at a time, in fingerprint order from after the fingerprint
-        ``after``."""
-        return listing.urls(self.core, queue=queue, state=state, contains=contains, after=after,
-                              limit=limit)  # fmt: skip
+        """The crawl's URLs, ``limit`` at a time, in fingerprint order from after the
+        fingerprint ``after``: of one ``queue``, in one ``state``, whose URL ``contains`` a
+        string, whose last visit ended as ``outcome`` ("done", "failed", "skipped"), with the
+        status code ``http_status`` or the ``reason`` (exactly); each filter left out (None)
+        keeps every URL."""
+        return listing.urls(self.core, queue=queue, state=state, contains=contains,
+                            outcome=outcome, http_status=http_status, reason=reason,
+                            after=after, limit=limit)  # fmt: skip
 
     def count(
-        self, *, queue: str | None = None, state: str | None = None, contains: str | None = None
+        self,
+        *,
+        queue: str | None = None,
+        state: str | None = None,
+        contains: str | None = None,
+        outcome: str | None = None,
+        http_status: int | None = None,
+        reason: str | None = None,
     ) -> int:
-        """How many URLs the crawl (or one ``queue``) knows, in a ``state``, or whose URL
-        ``contains`` a string; read from counters, without a scan, unless ``contains`` is
-        given."""
-        return listing.count(self.core, queue=queue, state=state, contains=contains)
+        """How many URLs the crawl (or one ``queue``) knows, with the filters of ``urls``;
+        read from counters, without a scan, unless a filter other than ``state`` is given."""
+        return listing.count(self.core, queue=queue, state=state, contains=contains,
+                             outcome=outcome, http_status=http_status,
+                             reason=reason)  # fmt: skip
 
     def purge(self, *, before: float, queue: str | None = None) -> int:
         """Forget the URLs of the crawl (or of one queue) first admitted before ``before``,

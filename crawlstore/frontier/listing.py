@@ -1,11 +1,13 @@
 """The queue and URL operations of the frontier core: listing, reading and setting queues,
 deleting a queue or the crawl, the status of a URL, listing, counting and purging URLs. Each
-reads or writes only the queue or crawl it names; counts come from counters, not scans.
+reads or writes only the queue or crawl it names; counts come from counters, unless they filter
+on what only each URL's record says (its URL, its last outcome).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument
@@ -13,7 +15,16 @@ from ..seed import Seed
 from ..url import Fingerprint
 from . import spi
 from .policy import check_cap, check_delay
-from .protocol import _UNSET, LastOutcome, QueueInfo, URLStatus, check_limit, check_time
+from .protocol import (
+    _UNSET,
+    OUTCOMES,
+    STATES,
+    LastOutcome,
+    QueueInfo,
+    URLStatus,
+    check_limit,
+    check_time,
+)
 from .spi import IN_FLIGHT, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:
@@ -179,30 +190,87 @@ def scan(
         after = page[-1].fp
 
 
+@dataclass(frozen=True, slots=True)
+class _Filter:
+    """Which URLs a listing or count keeps: of a state, whose URL contains a string, whose last
+    outcome is of a final state, with an HTTP status, with a reason (None: any)."""
+
+    state: str | None = None
+    contains: str | None = None
+    outcome: str | None = None
+    http_status: int | None = None
+    reason: str | None = None
+
+    @property
+    def scans(self) -> bool:
+        """Whether it needs each URL's record (the gauges answer a state alone)."""
+        return any(x is not None for x in (self.contains, self.outcome, self.http_status,
+                                           self.reason))  # fmt: skip
+
+    def keeps(self, url: UrlRecord) -> bool:
+        if self.state is not None and url.state != self.state:
+            return False
+        if self.contains is not None and self.contains not in url.seed.url:
+            return False
+        if self.outcome is None and self.http_status is None and self.reason is None:
+            return True
+        if url.outcome is None:
+            return False
+        _, status, reason, finished = url.outcome
+        return ((self.outcome is None or finished == self.outcome)
+                and (self.http_status is None or status == self.http_status)
+                and (self.reason is None or reason == self.reason))  # fmt: skip
+
+
+def _filter(
+    state: str | None,
+    contains: str | None,
+    outcome: str | None,
+    http_status: int | None,
+    reason: str | None,
+) -> _Filter:
+    """The filter of these arguments, each checked: ``InvalidArgument`` names a bad one."""
+    if state is not None and (not isinstance(state, str) or state not in STATES):
+        raise InvalidArgument(f"no URL state {state!r:.100}: one of {', '.join(STATES)}")
+    if contains is not None and not isinstance(contains, str):
+        raise InvalidArgument(f"contains is a str: {contains!r:.100}")
+    if outcome is not None and (not isinstance(outcome, str) or outcome not in OUTCOMES):
+        raise InvalidArgument(f"no outcome {outcome!r:.100}: one of {', '.join(OUTCOMES)}")
+    if http_status is not None and (
+        isinstance(http_status, bool) or not isinstance(http_status, int)
+        or not 100 <= http_status <= 599
+    ):  # fmt: skip
+        raise InvalidArgument(f"http_status is an HTTP status code, an int from 100 to 599: "
+                              f"{http_status!r:.100}")  # fmt: skip
+    if reason is not None and (not isinstance(reason, str) or not reason):
+        raise InvalidArgument(f"reason is a non-empty str: {reason!r:.100}")
+    return _Filter(state, contains, outcome, http_status, reason)
+
+
 def urls(
     core: CoreFrontier,
     *,
     queue: str | None = None,
     state: str | None = None,
     contains: str | None = None,
+    outcome: str | None = None,
+    http_status: int | None = None,
+    reason: str | None = None,
     after: bytes | None = None,
     limit: int = 100,
 ) -> list[URLStatus]:
     check_limit(limit)
-    if state is not None and state not in STATES:
-        raise InvalidArgument(f"no URL state {state!r}: one of {sorted(STATES)}")
+    keep = _filter(state, contains, outcome, http_status, reason)
     if after is not None and not isinstance(after, bytes):
         raise TypeError(f"after is a fingerprint (bytes), not {type(after).__name__}")
 
     def _read() -> list[URLStatus]:
         out: list[URLStatus] = []  # made in the read: a read that is tried again starts over
         crawl = core._existing()
-        if crawl is None:
+        if crawl is None or limit == 0:
             return out
         for url in scan(core, crawl, queue, after):
-            if (state is None or url.state == state) and (
-                contains is None or contains in url.seed.url
-            ):
+            if keep.keeps(url):
                 out.append(_status(core, url, crawl))
                 if len(out) >= limit:
                     break
@@ -217,23 +285,24 @@ def count(
     queue: str | None = None,
     state: str | None = None,
     contains: str | None = None,
+    outcome: str | None = None,
+    http_status: int | None = None,
+    reason: str | None = None,
 ) -> int:
+    keep = _filter(state, contains, outcome, http_status, reason)
+
     def _read() -> int:
         crawl = core._existing()
         if crawl is None:
             return 0
-        if contains is None:
+        if not keep.scans:
             if queue is not None:
                 q = core.storage.queue(crawl, queue)
                 c: dict[str, int] = _queue_counts(q) if q is not None else {}
             else:
                 c = core.storage.totals(crawl)
             return _count_of(c, state)
-        return sum(
-            1
-            for url in scan(core, crawl, queue, None)
-            if (state is None or url.state == state) and contains in url.seed.url
-        )
+        return sum(1 for url in scan(core, crawl, queue, None) if keep.keeps(url))
 
     return core.storage.view(_read)
 
@@ -291,12 +360,7 @@ def _count_of(c: dict[str, int], state: str | None) -> int:
     """URLs in ``state`` (None: all), from a queue's or the crawl's gauges."""
     if state is None:
         return sum(c.get(name, 0) for name in (*_ACTIVE_GAUGES, *spi.FINISHED.values()))
-    if state in spi.FINISHED:
-        return c.get(spi.FINISHED[state], 0)
-    if state in _ACTIVE_GAUGES:
-        return c.get(state, 0)
-    raise InvalidArgument(f"no URL state {state!r}: one of {sorted(STATES)}")
+    return c.get(spi.FINISHED.get(state, state), 0)
 
 
 _ACTIVE_GAUGES = ("queued", "in_flight", "scheduled")
-STATES = frozenset((*_ACTIVE_GAUGES, *spi.FINISHED))

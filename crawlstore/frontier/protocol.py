@@ -13,7 +13,9 @@ from ..seed import Lease, Seed, Tag
 from ..url import Fingerprint
 
 __all__ = [
+    "OUTCOMES",
     "PEEK_REASONS",
+    "STATES",
     "Admission",
     "Backoff",
     "Cancelled",
@@ -296,6 +298,13 @@ class LastOutcome:
     state: str
     status: int | None = None
     reason: str | None = None
+
+
+#: The states of a URL a crawl holds (``URLStatus.state``; a URL it does not hold is
+#: "unknown"), as ``urls(state=...)`` takes them.
+STATES = ("queued", "in_flight", "scheduled", "done", "failed", "skipped")
+#: How a URL's last visit can end (``LastOutcome.state``), as ``urls(outcome=...)`` takes them.
+OUTCOMES = ("done", "failed", "skipped")
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,6 +104,9 @@ class RedisStore(Store):
     def file_size(self) -> int:
         raise StoreError(f"{self.url} is a store on Redis: see used_memory in INFO memory")
 
+    def records_size(self) -> int:
+        return self.file_size()
+
     def backup(self, path: Any, *, compact: bool = True) -> None:
         raise StoreError(f"{self.url} is a store on Redis: back it up with the server's RDB or "
                          "AOF files, or copy crawls with export()")  # fmt: skip

@@ -148,6 +148,13 @@ class Store:
         """Bytes the data file uses (LMDB never shrinks it; see ``backup``)."""
         return self._engine.used_bytes()
 
+    def records_size(self) -> int:
+        """Bytes of the file's pages that hold its records now: about what a compacted
+        ``backup`` takes. The rest of ``file_size()`` is free pages, which LMDB reuses before
+        it grows the file."""
+        self._check_open()
+        return self._engine.record_bytes()
+
     # -- crawls ---------------------------------------------------------------------------------
 
     @staticmethod

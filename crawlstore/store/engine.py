@@ -507,6 +507,16 @@ class Engine:
         self._check_process()
         return int((self.env.info()["last_pgno"] + 1) * self._page_size)
 
+    def record_bytes(self) -> int:
+        """Bytes of the pages that hold the file's records now, with its two meta pages (the
+        rest, up to ``used_bytes``, is free pages and the list of them)."""
+
+        def pages(txn: lmdb.Transaction) -> int:
+            stats = [txn.stat(), *(txn.stat(db) for db in self.dbs.values())]
+            return sum(s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"] for s in stats)
+
+        return (2 + self.read_committed(pages)) * self._page_size
+
     def _grow_early(self) -> int:
         """Grow the map before a transaction could fill it: keep at least half of it, and at
         least ``_HEADROOM`` bytes, free (the map is address space, not disk). A transaction
