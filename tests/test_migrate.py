@@ -33,7 +33,7 @@ def old(tmp_path: Path) -> Path:
 
 def test_a_read_only_open_refuses_and_names_the_command(old: Path) -> None:
     before = _digest(old)
-    with pytest.raises(OlderFormat, match=r"python -m crawlstore\.store\.migrate"):
+    with pytest.raises(OlderFormat, match=r"crawlstore migrate "):
         Store.open(old, readonly=True)
     assert _digest(old) == before and verify(old) == []  # unchanged, and sound
 

@@ -302,7 +302,7 @@ class Engine:
             raise OlderFormat(
                 f"{self.path} has format version {meta.get('format', 0)}, older than this "
                 f"crawlstore's {FORMAT_VERSION}: open it for writing to migrate it, or run "
-                f"'python -m crawlstore.store.migrate {self.path}'"
+                f"'crawlstore migrate {self.path}'"
             )
         found = meta.get("fingerprint")
         if found != self.fingerprint:
@@ -310,7 +310,7 @@ class Engine:
                 raise OlderFormat(
                     f"{self.path} holds fingerprint version {found}, older than this "
                     f"crawlstore's {self.fingerprint}: open it for writing to migrate it, or "
-                    f"run 'python -m crawlstore.store.migrate {self.path}'"
+                    f"run 'crawlstore migrate {self.path}'"
                 )
             raise IncompatibleStore(
                 f"{self.path} holds fingerprint version {found}; this crawlstore computes "

@@ -1,5 +1,5 @@
 """Migrating a store file of an older format or fingerprint version to this crawlstore's:
-``python -m crawlstore.store.migrate PATH``, or opening it for writing.
+``crawlstore migrate PATH``, or opening it for writing.
 
 The old file is read (in a child process: a damaged file can abort LMDB, never the caller),
 a new file is written beside it, and the new file is renamed into place; the old one stays
