@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -109,3 +110,29 @@ def test_example(block: Block, tmp_path: Path) -> None:
         timeout=TIMEOUT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert done.returncode == 0, f"{block.name} failed:\n{done.stdout}\n{done.stderr}"
+
+
+def test_the_first_crawl_resumes_as_the_introduction_shows(tmp_path: Path) -> None:
+    """docs/index.md runs its first crawl, kills it with SIGKILL after its first page and runs
+    it again: the two runs print what its transcript shows, each page once."""
+    doc = ROOT / "docs" / "index.md"
+    [crawl] = [block for block in blocks(doc) if not block.fragment]
+    text = doc.read_text()
+    transcript = text[text.index("```text\n$ python first_crawl.py") :].split("```")[1]
+    lines = transcript.splitlines()[1:]
+    assert lines.count("$ python first_crawl.py") == 2 and "Killed" in lines
+    shown = [line for line in lines if not line.startswith("$") and line != "Killed"]
+    script = tmp_path / "first_crawl.py"
+    script.write_text(crawl.code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}  # as on a terminal
+    first = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert first.stdout is not None
+    printed = [first.stdout.readline().rstrip("\n")]  # its first page: then the kill
+    first.kill()
+    printed += first.stdout.read().splitlines()
+    assert first.wait(TIMEOUT) == -signal.SIGKILL, "the first run ended before the kill"
+    second = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert printed + second.stdout.splitlines() == shown

@@ -1,37 +1,40 @@
 """``crawlstore demo``: the store surviving a kill, shown on a generated local site.
 
-It serves a few hundred pages on loopback hosts (``crawlstore.demo.site``), crawls them with
-``crawlstore crawl`` in a child process, kills that process with SIGKILL part way, runs the
-same command again (it resumes), changes a few pages, waits for the revisits to come due and
-crawls once more (unchanged pages answer 304). Then it checks, from the store and the site's
-own request log, that nothing was lost and nothing was done twice, prints a summary and exits
-non-zero when a check fails. Nothing leaves 127.0.0.x.
+It serves a few hundred pages on loopback hosts (``crawlstore.demo.site``) and crawls them with
+``crawlstore crawl`` in a child process. It kills that process with SIGKILL a third of the way,
+runs the same command again (it resumes) and stops it once the first pass is over, changes a
+few pages, and once the revisits come due crawls again and stops after one round of them
+(unchanged pages answer 304). Then it checks, from the store and the site's own request log,
+that nothing was lost and nothing was done twice, prints the store's counters split into their
+parts and the commands that show the store (which it keeps), and exits 1 when a check fails
+(3 when a step could not run).
+
+Each crawl stops when its step is over. Revisits that fall due go ahead of pages not yet
+crawled, so the revisit interval must be longer than a pass over the site: on a machine where
+the first crawl shows it is not, the demo starts over with a longer one. Nothing leaves
+127.0.0.x.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
-from typing import Any
 
-from ..store import Store
+from ..errors import CrawlstoreError
 from .checks import Check, check_crawl, check_revisit
+from .runs import DemoError, command, when
 from .site import DemoSite
+from .state import revisits_due, statuses, visited
+from .steps import StartOver, kill_part_way, resume, revisit_round, say, start_over
+from .summary import Visits, commands, summary
 
 __all__ = ["main"]
 
-REVISIT = 15.0  # seconds: longer than the crawl, so the revisit pass is its own
+REVISIT = 15.0  # seconds: a page is crawled again this long after its visit
 TRAP_BUDGET = 40
 
 
@@ -40,156 +43,95 @@ def main(argv: list[str] | None = None) -> int:
         prog="crawlstore demo", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    parser.add_argument("--dir", type=Path, help="keep the store and page logs here "
-                        "(default: a temporary directory, removed at the end)")  # fmt: skip
+    parser.add_argument("--dir", type=Path, help="keep the store and the page logs here "
+                        "(default: a new directory in the temporary directory)")  # fmt: skip
     parser.add_argument("--pages", type=int, default=300, help="pages of the site (300)")
     parser.add_argument("--hosts", type=int, default=4, help="hosts of the site (4)")
     parser.add_argument("--seed", type=int, default=1, help="the site's random seed")
+    parser.add_argument("--revisit", type=float, default=REVISIT, metavar="S",
+                        help=f"seconds before a page is crawled again ({REVISIT:g}; longer "
+                        "when a pass over the site takes longer here)")  # fmt: skip
     args = parser.parse_args(argv)
-    with DemoSite(pages=args.pages, hosts=args.hosts, seed=args.seed) as site, _workdir(
-        args.dir
-    ) as work:  # fmt: skip
-        return _demo(site, work)
+    if not args.revisit > 0:
+        parser.error(f"--revisit must be more than 0 seconds: {args.revisit:g}")
+    site = partial(DemoSite, pages=args.pages, hosts=args.hosts, seed=args.seed)
+    try:
+        site()  # its arguments checked
+    except ValueError as exc:
+        parser.error(str(exc))
+    work: Path = args.dir or Path(tempfile.mkdtemp(prefix="crawlstore-demo-"))
+    revisit: float = args.revisit
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                with site() as served:
+                    return _demo(served, work, revisit)
+            except StartOver as slow:
+                revisit = slow.interval
+    except KeyboardInterrupt:
+        print(f"\ncrawlstore demo: interrupted; the store is in {work}", file=sys.stderr)
+        return 130
+    except (DemoError, CrawlstoreError, OSError, subprocess.SubprocessError) as exc:
+        print(f"crawlstore demo: {exc}", file=sys.stderr)
+        return 3
 
 
-def _demo(site: DemoSite, work: Path) -> int:
+def _demo(site: DemoSite, work: Path, revisit: float) -> int:
+    """The three crawls, the checks and the summary, with the store in ``work``; the exit
+    status, or ``StartOver`` when a pass over the site takes too long for ``revisit``."""
     path = work / "crawl.lmdb"
-    hosts = sorted({origin.split("//")[1] for origin in site.origins})
-    say(f"crawlstore demo: {site.size} pages on {len(hosts)} hosts ({', '.join(hosts)})")
-    say(f"the store: {path}\n")
-
     logs = [work / f"pages-{n}.jsonl" for n in (1, 2, 3)]
     for old in [*logs, path, path.with_name(path.name + "-lock")]:  # a demo starts afresh
         old.unlink(missing_ok=True)
-    killed_after = _run_and_kill(site, path, logs[0], at=len(site.expected()) // 3)
-    say(f"1. crawl: killed with SIGKILL after {killed_after} pages were committed")
-    second = _run(site, path, logs[1])
-    say(f"2. the same command again: it resumed and ended ({second['ended']}) after "
-        f"{second['seconds']:.1f}s, {second['fetched']} pages more")  # fmt: skip
-    checks = check_crawl(site, path, _lines(logs[0]), _lines(logs[1]), REVISIT, TRAP_BUDGET)
+    expected = site.expected()
+    hosts = sorted({origin.split("//")[1] for origin in site.origins})
+    say(f"crawlstore demo: a site of {len(expected)} pages (redirects included) and an endless "
+        f"calendar, on {len(hosts)} hosts ({', '.join(hosts)})")  # fmt: skip
+    say(f"the store: {path}\n")
+    crawl = partial(command, site, path, revisit, TRAP_BUDGET)
+
+    first, pace = kill_part_way(crawl(), logs[0], len(expected) // 3, revisit / 2)
+    before = [set(), visited(statuses(path))]
+    say(f"   killed after {first.seconds:.1f}s: {len(before[1])} pages were in the store")
+    one_pass = pace * (len(expected) + TRAP_BUDGET)
+    if revisit < 1.25 * one_pass:
+        start_over(f"about {one_pass:.0f}s", 2 * one_pass, revisit)
+    second = resume(crawl(), logs[1], path, expected, (before[1], when(first.pages[0])), revisit)
+    found = statuses(path)
+    before.append(visited(found))
+    came_due = len(Visits([second], before[1:2]).revisits())
+    say(f"   the first pass was over after {second.seconds:.1f}s: {len(before[2] - before[1])} "
+        f"pages more, {len(expected & before[2])} of the site's {len(expected)} in all"
+        + (f" ({came_due} revisits came due meanwhile)" if came_due else ""))  # fmt: skip
+    checks = check_crawl(site, path, first.pages, second.pages, revisit, TRAP_BUDGET)
 
     changed = [site.page_path(n) for n in range(3, site.size, site.size // 5)][:5]
     for page in changed:
         site.change(page)
-    due, count = _revisits(path)
-    wait = max(0.0, due - time.time())
-    say(f"3. changed {len(changed)} pages; waiting {wait:.1f}s for {count} revisits to come due")
-    time.sleep(wait)
-    third = _run(site, path, logs[2], "--max-pages", str(count), "--idle", "5")
-    pages = _lines(logs[2])
-    statuses = Counter(p.get("status") for p in pages)
-    say(f"   the revisit pass: {third['fetched']} pages, {statuses[304]} unchanged (304), "
-        f"{statuses[200]} sent in full\n")  # fmt: skip
-    checks += check_revisit(site, pages, changed, count)
-    _summary(site, path, second, checks)
-    failed = [c for c in checks if not c.ok]
-    say(f"\n{len(checks) - len(failed)} of {len(checks)} checks passed")
-    return 1 if failed else 0
+    due = revisits_due(found)
+    third = revisit_round(crawl("--idle", f"{revisit:g}"), logs[2], due, len(changed))
+    checks += check_revisit(site, third.pages, changed, due, revisit)
+
+    say("the store's counters (as crawlstore stats shows them), each the sum of its parts")
+    for line in summary(path, statuses(path), expected, Visits([first, second, third], before)):
+        say(f"  {line}")
+    blocked = (third.summary or second.summary or {}).get("blocked") or ["none"]
+    say(f"  {'trap prefixes':<15}{', '.join(blocked)} (a budget of {TRAP_BUDGET} URLs a "
+        "prefix)\n")  # fmt: skip
+    return _verdict(checks, path)
 
 
-def _command(site: DemoSite, path: Path, out: Path, *extra: str) -> list[str]:
-    hosts = sorted({origin.split("//")[1].split(":")[0] for origin in site.origins})
-    return [sys.executable, "-m", "crawlstore", "crawl", site.url(site.page_path(0)),
-            "--store", str(path), *(a for h in hosts for a in ("--allow-host", h)),
-            "--delay", "0.02", "--concurrency", "8", "--retry-delay", "0.2", "--idle", "2",
-            "--trap-budget", str(TRAP_BUDGET), "--tag", r"/\d+$=page",
-            "--revisit", f"page={REVISIT:g}s", "--out", str(out), "--quiet", "--json",
-            *extra]  # fmt: skip
-
-
-def _env() -> dict[str, str]:
-    loopback = ",".join(f"127.0.0.{i}" for i in range(1, 20))
-    no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY"), loopback]))
-    return {**os.environ, "NO_PROXY": no_proxy, "no_proxy": no_proxy}
-
-
-def _run_and_kill(site: DemoSite, path: Path, out: Path, *, at: int) -> int:
-    """Start the crawl, SIGKILL it once ``at`` pages are committed; how many were."""
-    child = subprocess.Popen(_command(site, path, out), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, env=_env())  # fmt: skip
-    deadline = time.monotonic() + 120
-    while child.poll() is None and len(_lines(out)) < at and time.monotonic() < deadline:
-        time.sleep(0.005)
-    if child.poll() is not None:
-        raise SystemExit(f"crawlstore demo: the crawl ended before the kill: {_stderr(child)}")
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    return len(_lines(out))
-
-
-def _run(site: DemoSite, path: Path, out: Path, *extra: str) -> dict[str, Any]:
-    done = subprocess.run(_command(site, path, out, *extra), capture_output=True, text=True,
-                          env=_env(), timeout=300)  # fmt: skip
-    if done.returncode != 0:
-        raise SystemExit(f"crawlstore demo: the crawl failed ({done.returncode}): {done.stderr}")
-    summary: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return summary
-
-
-def _stderr(child: subprocess.Popen[bytes]) -> str:
-    return child.stderr.read().decode(errors="replace") if child.stderr else ""
-
-
-def _lines(log: Path) -> list[dict[str, Any]]:
-    """The page lines of a log; a line cut by a kill is not one."""
-    if not log.exists():
-        return []
-    lines = []
-    for line in log.read_text().splitlines():
-        with suppress(json.JSONDecodeError):
-            lines.append(json.loads(line))
-    return lines
-
-
-def _revisits(path: Path) -> tuple[float, int]:
-    """When the first revisit is due, and how many are scheduled."""
-    with Store.open(path, readonly=True) as store:
-        frontier = store.frontier()
-        due, count, after = float("inf"), 0, None
-        while page := frontier.urls(state="scheduled", after=after, limit=1000):
-            for status in page:
-                if status.kind == "revisit" and status.at is not None:
-                    due, count = min(due, status.at), count + 1
-            after = page[-1].fingerprint
-    return due, count
-
-
-def _summary(site: DemoSite, path: Path, second: dict[str, Any], checks: list[Check]) -> None:
-    with Store.open(path, readonly=True) as store:
-        stats = store.frontier().stats()
-    refused = ", ".join(f"{reason} {n}" for reason, n in sorted(stats.refused.items()))
-    say(
-        f"pages              {stats.done} visits done (revisits too), {stats.failed} failed, "
-        f"{stats.skipped} skipped (robots.txt)"
-    )
-    say(f"links refused      {refused}")
-    say(
-        f"trap prefixes      {', '.join(second['blocked']) or 'none'} "
-        f"({site.count(path_prefix='/calendar/')} calendar pages fetched, budget {TRAP_BUDGET})"
-    )
-    say(
-        f"retried            {stats.retried} (a 503, then 200; a 429 with Retry-After, host paused)"
-    )
-    say(f"revisits           {stats.unchanged} unchanged (304) in all\n")  # fmt: skip
+def _verdict(checks: list[Check], path: Path) -> int:
     say("checks")
     for check in checks:
         say(f"  {'ok  ' if check.ok else 'FAIL'} {check.what}")
         if not check.ok:
             say(f"       {check.detail}")
-
-
-def say(line: str) -> None:
-    print(line, flush=True)
-
-
-@contextmanager
-def _workdir(given: Path | None) -> Iterator[Path]:
-    if given is not None:
-        given.mkdir(parents=True, exist_ok=True)
-        yield given
-        return
-    temp = Path(tempfile.mkdtemp(prefix="crawlstore-demo-"))
-    try:
-        yield temp
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
+    failed = [c for c in checks if not c.ok]
+    say(f"\n{len(checks) - len(failed)} of {len(checks)} checks passed\n")
+    say(f"the store is kept in {path.parent}, with the page logs of the three crawls; look "
+        "into it with")  # fmt: skip
+    for line in commands(path):
+        say(f"  {line}")
+    return 1 if failed else 0
