@@ -271,30 +271,37 @@ def test_loading_refuses_a_crawl_that_holds_something(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "damage",
-    [
-        lambda r: r[:-1],  # cut short: no end record
-        lambda r: r[:2] + r[3:],  # a record missing
-        lambda r: [*r[:2], {"type": "url", "seed": "garbage"}, *r[2:]],
-        lambda r: [*r[:-1], {"type": "mystery"}, r[-1]],
-        lambda r: [{**r[0], "v": 99}, *r[1:]],
-        lambda r: [{**r[0], "policy": {"order": "sideways"}}, *r[1:]],
-        lambda r: r[1:],  # no crawl record
+    ("damage", "place"),
+    [  # place: of the record at fault in the damaged stream of n records
+        (lambda r: r[:-1], lambda n: n + 1),  # cut short: where its end record should be
+        (lambda r: r[:2] + r[3:], lambda n: n),  # a record missing: the end record miscounts
+        (lambda r: [*r[:2], {"type": "url", "seed": "garbage"}, *r[2:]], lambda n: 3),
+        (lambda r: [*r[:-1], {"type": "mystery"}, r[-1]], lambda n: n - 1),
+        (lambda r: [*r[:-1], {"type": "validator", "fp": b"x"}, r[-1]], lambda n: n - 1),
+        (lambda r: [{**r[0], "v": 99}, *r[1:]], lambda n: 1),
+        (lambda r: [{**r[0], "policy": {"order": "sideways"}}, *r[1:]], lambda n: 1),
+        (lambda r: r[1:], lambda n: 1),  # no crawl record
     ],
 )
-def test_a_bad_export_is_refused_and_leaves_no_trace(tmp_path: Path, damage: Any) -> None:
+def test_a_bad_export_is_refused_where_it_is_and_leaves_no_trace(
+    tmp_path: Path, damage: Any, place: Any
+) -> None:
     with Store.open(tmp_path / "s.lmdb") as store:
         f = store.frontier(queues="host")
         f.push_many([Seed.get(f"https://{h}/x") for h in HOSTS])
         store.seen().insert(b"\x01" * 16)
         records = list(store.export())
-        with pytest.raises((InvalidSnapshot, InvalidArgument)):
-            store.load(damage(records), crawl="copy")
+        damaged = damage(records)
+        with pytest.raises(InvalidSnapshot) as refused:
+            store.load(damaged, crawl="copy")
+        assert refused.value.record == place(len(damaged))
         assert store.crawls() == ["default"]
         assert len(store.seen(crawl="copy")) == 0
         memory = InMemFrontier()
-        with pytest.raises((InvalidSnapshot, InvalidArgument)):
-            memory.load(damage([r for r in records if r["type"] != "seen"]))
+        damaged = damage([r for r in records if r["type"] != "seen"])
+        with pytest.raises(InvalidSnapshot) as refused:
+            memory.load(damaged)
+        assert refused.value.record == place(len(damaged))
         assert len(memory) == 0 and memory.count() == 0
 
 
