@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -185,11 +186,14 @@ def test_seed_from_a_file_and_stdin(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=60)  # fmt: skip
     assert piped.returncode == 2 and "line 2" in piped.stderr  # not a URL: named, others in
     assert "admitted 1" in piped.stdout
+    zipped = subprocess.run([*COMMAND, "seed", str(file), "-"], capture_output=True, timeout=60,
+                            input=gzip.compress(b"https://d.example/\n"))  # fmt: skip
+    assert zipped.returncode == 0 and b"admitted 1," in zipped.stdout  # gzip by its first bytes
     with Store.open(file) as store:
         seeds = store.frontier().snapshot().queued
-        assert sorted(s.url for s in seeds) == [
-            "https://a.example/1", "https://b.example/2", "https://c.example/"]  # fmt: skip
-        assert {(s.tag, s.priority) for s in seeds if "c.example" not in s.url} == {("page", 3)}
+        tagged = {s.url[8:]: (s.tag, s.priority) for s in seeds}
+        assert tagged == {"a.example/1": ("page", 3), "b.example/2": ("page", 3),
+                          "c.example/": (None, 0), "d.example/": (None, 0)}  # fmt: skip
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
@@ -223,8 +227,6 @@ def test_export_import_round_trips(path: Path, tmp_path: Path, suffix: str) -> N
 
 
 def _lines(file: Path) -> list[str]:
-    import gzip
-
     opener = gzip.open if file.suffix == ".gz" else open
     with opener(file, "rt") as f:
         return f.read().splitlines()
