@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from strict_json import strict_lines
 
 from crawlstore import Seed, Store
 from crawlstore.cli import main, run
@@ -206,6 +207,7 @@ def test_export_import_round_trips(path: Path, tmp_path: Path, suffix: str) -> N
         assert store.frontier().stats().in_flight == 1  # the fixture's seed in flight
     dump = tmp_path / f"dump{suffix}"
     cli("export", path, "-o", dump)
+    strict_lines(dump)
     target = tmp_path / "copy.lmdb"
     assert "crawl moved loaded" in cli("import", target, dump, "--crawl", "moved").stdout
     with Store.open(path) as a, Store.open(target) as b:
@@ -216,11 +218,11 @@ def test_export_import_round_trips(path: Path, tmp_path: Path, suffix: str) -> N
     cli("import", tmp_path / "same.lmdb", dump)
     cli("export", tmp_path / "same.lmdb", "-o", tmp_path / f"again{suffix}")
     assert _lines(tmp_path / f"again{suffix}") == _lines(dump)
+    assert strict_lines(tmp_path / f"again{suffix}") == strict_lines(dump)
     again = cli("import", target, dump, "--crawl", "moved", check=3)
     assert again.stderr.startswith("crawlstore import:")  # a crawl that holds something
-    text = subprocess.run([*COMMAND, "export", str(path)], capture_output=True, text=True,
-                          timeout=60).stdout.splitlines()  # fmt: skip
-    assert json.loads(text[0])["type"] == "crawl" and json.loads(text[-1])["type"] == "end"
+    text = strict_lines(cli("export", path).stdout)
+    assert text[0]["type"] == "crawl" and text[-1]["type"] == "end"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "crawl"\n')
     assert "line 1" in cli("import", tmp_path / "x.lmdb", bad, check=3).stderr
@@ -272,4 +274,5 @@ def test_export_draws_a_progress_bar_on_a_terminal_only(path: Path, tmp_path: Pa
     assert done.returncode == 0 and "export default" in drawn
     plain = cli("export", path, "-o", tmp_path / "y.jsonl")
     assert plain.stderr == ""  # no terminal: no bar
+    assert strict_lines(out) == strict_lines(tmp_path / "y.jsonl")
     assert out.read_text() == (tmp_path / "y.jsonl").read_text()
