@@ -1,6 +1,7 @@
 """``crawlstore export`` and ``import`` run as users run them: strict JSON whatever the crawl
 holds (a queue that never handed out a seed, floats that are not finite, bytes, keys that look
-like the JSON form's own), read back exactly; gzip told by its first bytes."""
+like the JSON form's own), read back exactly; gzip told by its first bytes; and an import that
+is all or nothing, on a file and on Redis, naming the file and line of what is wrong."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import gzip
 import json
 import math
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
+from redis_servers import Node
 from strict_json import strict_lines
 from test_cli import COMMAND, cli
 
@@ -112,3 +116,126 @@ def test_gzip_is_told_by_its_first_bytes_on_files_and_stdin(dump: Path, tmp_path
     for name in "abcd":
         cli("export", tmp_path / f"{name}.lmdb", "-o", tmp_path / f"{name}.jsonl")
         assert strict_lines(tmp_path / f"{name}.jsonl") == strict_lines(dump)
+
+
+Damage = Callable[[list[bytes]], tuple[bytes, int]]
+
+
+def _joined(lines: list[bytes]) -> bytes:
+    return b"".join(line + b"\n" for line in lines)
+
+
+def _replace(kind: str, change: Callable[[dict[str, object]], object]) -> Damage:
+    """The first record of ``kind`` changed."""
+
+    def damage(lines: list[bytes]) -> tuple[bytes, int]:
+        at = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == kind)
+        record = json.loads(lines[at])
+        change(record)
+        lines[at] = json.dumps(record).encode()
+        return _joined(lines), at + 1
+
+    return damage
+
+
+def _not_json(lines: list[bytes]) -> tuple[bytes, int]:
+    lines[2] = b'{"type": "url"'
+    return _joined(lines), 3
+
+
+def _not_utf8(lines: list[bytes]) -> tuple[bytes, int]:
+    lines[1] = lines[1].replace(b'"key":"', b'"key":"\xff')
+    return _joined(lines), 2
+
+
+def _after_the_end(lines: list[bytes]) -> tuple[bytes, int]:
+    return _joined([*lines, lines[1]]), len(lines) + 1
+
+
+def _cut_gzip(lines: list[bytes]) -> tuple[bytes, int]:
+    whole = gzip.compress(_joined(lines))
+    return whole[: len(whole) // 2], 0  # the line: wherever the gzip data ends
+
+
+def _bad_crc(lines: list[bytes]) -> tuple[bytes, int]:
+    whole = bytearray(gzip.compress(_joined(lines)))
+    whole[-8] ^= 0xFF  # the CRC of the trailer: every line reads, then the check fails
+    return bytes(whole), len(lines) + 1
+
+
+def _blank_lines_then(damage: Damage) -> Damage:
+    """Blank lines (which an import skips) before the damage: the line named is the file's."""
+
+    def blanks(lines: list[bytes]) -> tuple[bytes, int]:
+        data, line = damage(lines)
+        return b"\n\n" + data.replace(b"\n", b"\n\n", 1), line + 3
+
+    return blanks
+
+
+INF = {"$f": "Infinity"}
+DAMAGES: dict[str, tuple[Damage, str]] = {
+    "empty": (lambda lines: (b"", 1), "starts with its crawl record"),
+    "not JSON": (_not_json, "not JSON"),
+    "not UTF-8": (_not_utf8, "UTF-8"),
+    "newer version": (_replace("crawl", lambda r: r.update(v=99)), "version 99"),
+    "bad url": (_replace("url", lambda r: r.update(seed="garbage")), "malformed"),
+    "bad fingerprint": (_replace("seen", lambda r: r.update(fps=[{"$b": "AAAA"}])), "16 bytes"),
+    "bad validator": (_replace("validator", lambda r: r.pop("etag")), "malformed"),
+    "short validator": (_replace("validator", lambda r: r.update(fp={"$b": "AAAA"})), "16 bytes"),
+    "bad float": (_replace("queue", lambda r: r.update(last={"$f": "huge"})), "Infinity"),
+    "NaN time": (_replace("queue", lambda r: r.update(blocked={"$f": "NaN"})), "NaN"),
+    "endless count": (_replace("crawl", lambda r: r.update(totals={"admitted": INF})), "malformed"),
+    "huge integer": (_replace("crawl", lambda r: r["policy"].update(delay=2**70)), "64-bit"),
+    "cut short": (lambda lines: (_joined(lines[:-1]), len(lines)), "cut short"),
+    "after the end": (_after_the_end, "after the end record"),
+    "miscounted": (_replace("end", lambda r: r.update(counts={})), "counts"),
+    "gzip cut short": (_cut_gzip, "cut short"),
+    "gzip damaged": (_bad_crc, "gzip"),
+    "blank lines": (_blank_lines_then(_replace("url", lambda r: r.pop("seed"))), "malformed"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=list(DAMAGES))
+def test_a_bad_import_names_the_line_and_leaves_no_trace(
+    crawl: Path, dump: Path, tmp_path: Path, damage: str
+) -> None:
+    make, says = DAMAGES[damage]
+    data, line = make(dump.read_bytes().splitlines())
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(data)
+    files, held = sorted(tmp_path.iterdir()), cli("export", crawl).stdout
+    for target, args in ((tmp_path / "new.lmdb", ()), (crawl, ("--crawl", "copy"))):
+        failed = cli("import", target, bad, *args, check=3)
+        assert failed.stdout == "" and len(failed.stderr.splitlines()) == 1, failed.stderr
+        where = f"crawlstore import: {bad}, line {line or ''}"
+        assert failed.stderr.startswith(where) and says in failed.stderr, failed.stderr
+        assert sorted(tmp_path.iterdir()) == files  # no file created
+    assert cli("export", crawl).stdout == held  # the store's crawl as it was, and no other
+    assert json.loads(cli("stats", crawl, "--json").stdout)["crawls"].keys() == {"default"}
+    cli("verify", crawl)
+
+
+def test_an_import_into_redis_is_all_or_nothing(
+    dump: Path, tmp_path: Path, redis_node: Node, redis_url: str
+) -> None:
+    namespace = redis_url.rpartition("ns=")[2]
+    server = redis.Redis(port=redis_node.port)
+
+    def keys() -> set[bytes]:
+        return {*server.scan_iter(f"{{{namespace}}}*"), *server.scan_iter(f"{{{namespace}:*")}
+
+    clock = ManualClock(1_700_000_000)
+    with Store.open(redis_url, clock=clock) as store:
+        _fill(store, clock)
+    before, held = cli("export", redis_url).stdout, keys()
+    for damage in ("gzip cut short", "bad validator", "cut short", "bad fingerprint"):
+        data, line = DAMAGES[damage][0](dump.read_bytes().splitlines())
+        bad = tmp_path / "bad.jsonl"
+        bad.write_bytes(data)
+        failed = cli("import", redis_url, bad, "--crawl", "copy", check=3)
+        assert failed.stderr.startswith(f"crawlstore import: {bad}, line {line or ''}")
+        assert cli("export", redis_url).stdout == before and keys() == held
+    cli("import", redis_url, dump, "--crawl", "copy")
+    assert strict_lines(cli("export", redis_url, "--crawl", "copy").stdout)[1:] == (
+        strict_lines(dump)[1:])  # fmt: skip

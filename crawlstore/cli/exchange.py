@@ -17,6 +17,7 @@ from ..textfiles import open_text
 from . import jobdir
 from .bar import progress
 from .exportfile import ExportFile, read_export, to_line
+from .target import import_target
 
 #: Pushed a transaction by ``seed``, records a transaction by ``import`` (the store's own).
 _BATCH = 1000
@@ -84,7 +85,7 @@ def load(args: argparse.Namespace) -> int:
         return 2
     with read_export(args.dump) as dump:
         try:
-            with Store.open(args.path) as store:
+            with import_target(args.path) as store:
                 name = store.load(_records(dump), crawl=args.crawl)
         except InvalidSnapshot as exc:
             where = "stdin" if args.dump == "-" else args.dump
