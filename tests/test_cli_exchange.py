@@ -148,6 +148,11 @@ def _not_utf8(lines: list[bytes]) -> tuple[bytes, int]:
     return _joined(lines), 2
 
 
+def _too_deep(lines: list[bytes]) -> tuple[bytes, int]:
+    lines[1] = lines[1][:-1] + b',"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    return _joined(lines), 2
+
+
 def _after_the_end(lines: list[bytes]) -> tuple[bytes, int]:
     return _joined([*lines, lines[1]]), len(lines) + 1
 
@@ -178,6 +183,7 @@ DAMAGES: dict[str, tuple[Damage, str]] = {
     "empty": (lambda lines: (b"", 1), "starts with its crawl record"),
     "not JSON": (_not_json, "not JSON"),
     "not UTF-8": (_not_utf8, "UTF-8"),
+    "too deep": (_too_deep, "nested too deep"),
     "newer version": (_replace("crawl", lambda r: r.update(v=99)), "version 99"),
     "bad url": (_replace("url", lambda r: r.update(seed="garbage")), "malformed"),
     "bad fingerprint": (_replace("seen", lambda r: r.update(fps=[{"$b": "AAAA"}])), "16 bytes"),

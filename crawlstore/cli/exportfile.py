@@ -133,6 +133,8 @@ class ExportFile:
                                   record=self._place) from None  # fmt: skip
         except _NotTheForm as exc:
             raise InvalidSnapshot(str(exc), record=self._place) from None
+        except RecursionError:
+            raise InvalidSnapshot("not a record: nested too deep", record=self._place) from None
         if not isinstance(record, dict):
             raise InvalidSnapshot(f"not a record: {text[:80]!r}", record=self._place)
         return record
