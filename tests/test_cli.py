@@ -31,6 +31,14 @@ def cli(*args: str | Path, check: int | None = 0) -> subprocess.CompletedProcess
     return done
 
 
+def export(store: Path | str, *args: str | Path) -> str:
+    """``crawlstore export`` of ``store``: its stdout; every line it writes (to stdout, or to
+    the file of ``-o``) read by a strict JSON parser, as other tools read it."""
+    done = cli("export", store, *args)
+    strict_lines(Path(args[args.index("-o") + 1]) if "-o" in args else done.stdout)
+    return done.stdout
+
+
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
     file = tmp_path / "s.lmdb"
@@ -206,8 +214,7 @@ def test_export_import_round_trips(path: Path, tmp_path: Path, suffix: str) -> N
         store.validators().put(first, Validator('"e"'))
         assert store.frontier().stats().in_flight == 1  # the fixture's seed in flight
     dump = tmp_path / f"dump{suffix}"
-    cli("export", path, "-o", dump)
-    strict_lines(dump)
+    export(path, "-o", dump)
     target = tmp_path / "copy.lmdb"
     assert "crawl moved loaded" in cli("import", target, dump, "--crawl", "moved").stdout
     with Store.open(path) as a, Store.open(target) as b:
@@ -216,12 +223,12 @@ def test_export_import_round_trips(path: Path, tmp_path: Path, suffix: str) -> N
         assert copied == original  # every record, bytes included
     # export, import, export: the same file (the seed in flight is queued in both)
     cli("import", tmp_path / "same.lmdb", dump)
-    cli("export", tmp_path / "same.lmdb", "-o", tmp_path / f"again{suffix}")
+    export(tmp_path / "same.lmdb", "-o", tmp_path / f"again{suffix}")
     assert _lines(tmp_path / f"again{suffix}") == _lines(dump)
     assert strict_lines(tmp_path / f"again{suffix}") == strict_lines(dump)
     again = cli("import", target, dump, "--crawl", "moved", check=3)
     assert again.stderr.startswith("crawlstore import:")  # a crawl that holds something
-    text = strict_lines(cli("export", path).stdout)
+    text = strict_lines(export(path))
     assert text[0]["type"] == "crawl" and text[-1]["type"] == "end"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "crawl"\n')
@@ -273,6 +280,6 @@ def test_export_draws_a_progress_bar_on_a_terminal_only(path: Path, tmp_path: Pa
     os.close(leader)
     assert done.returncode == 0 and "export default" in drawn
     plain = cli("export", path, "-o", tmp_path / "y.jsonl")
-    assert plain.stderr == ""  # no terminal: no bar
+    assert plain.stderr == ""  # no terminal: no bar (and the lines: checked just below)
     assert strict_lines(out) == strict_lines(tmp_path / "y.jsonl")
     assert out.read_text() == (tmp_path / "y.jsonl").read_text()

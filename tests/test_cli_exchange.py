@@ -16,7 +16,7 @@ import pytest
 import redis
 from redis_servers import Node
 from strict_json import strict_lines
-from test_cli import COMMAND, cli
+from test_cli import COMMAND, cli, export
 
 from crawlstore import Failed, ManualClock, Seed, Store, Validator
 
@@ -51,7 +51,7 @@ def crawl(tmp_path: Path) -> Path:
 @pytest.fixture
 def dump(crawl: Path, tmp_path: Path) -> Path:
     out = tmp_path / "dump.jsonl"
-    cli("export", crawl, "-o", out)
+    export(crawl, "-o", out)
     return out
 
 
@@ -65,15 +65,15 @@ def test_an_export_is_strict_json_that_reads_back_exactly(
     crawl: Path, tmp_path: Path, suffix: str
 ) -> None:
     dump = tmp_path / f"dump{suffix}"
-    cli("export", crawl, "-o", dump)
+    export(crawl, "-o", dump)
     records = strict_lines(dump)
     lasts = {r["key"]: r["last"] for r in records if r["type"] == "queue"}
     assert lasts["h2.example"] == lasts["h3.example"] == {"$f": "-Infinity"}
-    assert strict_lines(cli("export", crawl).stdout) == records  # stdout: the same
+    assert strict_lines(export(crawl)) == records  # stdout: the same
     copy = tmp_path / "copy.lmdb"
     cli("import", copy, dump)
     again = tmp_path / f"again{suffix}"
-    cli("export", copy, "-o", again)
+    export(copy, "-o", again)
     assert strict_lines(again) == records  # export, import, export: a fixed point
     with Store.open(copy) as store:
         meta = _meta(store)
@@ -90,12 +90,12 @@ def test_an_export_made_before_the_json_form_reads_back(tmp_path: Path) -> None:
         assert store.frontier().queue("h2.example").last_pop == -math.inf  # type: ignore[union-attr]
         assert _meta(store) == {"weight": math.inf, "low": -math.inf}
     first = tmp_path / "first.jsonl"
-    cli("export", tmp_path / "a.lmdb", "-o", first)
+    export(tmp_path / "a.lmdb", "-o", first)
     assert [json.loads(line) for line in old.read_text().splitlines()] == [
         json.loads(line) for line in first.read_text().replace('{"$f":"-Infinity"}', "-Infinity")
         .replace('{"$f":"Infinity"}', "Infinity").splitlines()]  # fmt: skip
     cli("import", tmp_path / "b.lmdb", first)
-    cli("export", tmp_path / "b.lmdb", "-o", tmp_path / "second.jsonl")
+    export(tmp_path / "b.lmdb", "-o", tmp_path / "second.jsonl")
     assert strict_lines(tmp_path / "second.jsonl") == strict_lines(first)
 
 
@@ -114,7 +114,7 @@ def test_gzip_is_told_by_its_first_bytes_on_files_and_stdin(dump: Path, tmp_path
     unzipped.write_bytes(dump.read_bytes())
     cli("import", tmp_path / "d.lmdb", unzipped)
     for name in "abcd":
-        cli("export", tmp_path / f"{name}.lmdb", "-o", tmp_path / f"{name}.jsonl")
+        export(tmp_path / f"{name}.lmdb", "-o", tmp_path / f"{name}.jsonl")
         assert strict_lines(tmp_path / f"{name}.jsonl") == strict_lines(dump)
 
 
@@ -210,14 +210,14 @@ def test_a_bad_import_names_the_line_and_leaves_no_trace(
     data, line = make(dump.read_bytes().splitlines())
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(data)
-    files, held = sorted(tmp_path.iterdir()), cli("export", crawl).stdout
+    files, held = sorted(tmp_path.iterdir()), export(crawl)
     for target, args in ((tmp_path / "new.lmdb", ()), (crawl, ("--crawl", "copy"))):
         failed = cli("import", target, bad, *args, check=3)
         assert failed.stdout == "" and len(failed.stderr.splitlines()) == 1, failed.stderr
         where = f"crawlstore import: {bad}, line {line or ''}"
         assert failed.stderr.startswith(where) and says in failed.stderr, failed.stderr
         assert sorted(tmp_path.iterdir()) == files  # no file created
-    assert cli("export", crawl).stdout == held  # the store's crawl as it was, and no other
+    assert export(crawl) == held  # the store's crawl as it was, and no other
     assert json.loads(cli("stats", crawl, "--json").stdout)["crawls"].keys() == {"default"}
     cli("verify", crawl)
 
@@ -234,14 +234,14 @@ def test_an_import_into_redis_is_all_or_nothing(
     clock = ManualClock(1_700_000_000)
     with Store.open(redis_url, clock=clock) as store:
         _fill(store, clock)
-    before, held = cli("export", redis_url).stdout, keys()
+    before, held = export(redis_url), keys()
     for damage in ("gzip cut short", "bad validator", "cut short", "bad fingerprint"):
         data, line = DAMAGES[damage][0](dump.read_bytes().splitlines())
         bad = tmp_path / "bad.jsonl"
         bad.write_bytes(data)
         failed = cli("import", redis_url, bad, "--crawl", "copy", check=3)
         assert failed.stderr.startswith(f"crawlstore import: {bad}, line {line or ''}")
-        assert cli("export", redis_url).stdout == before and keys() == held
+        assert export(redis_url) == before and keys() == held
     cli("import", redis_url, dump, "--crawl", "copy")
-    assert strict_lines(cli("export", redis_url, "--crawl", "copy").stdout)[1:] == (
+    assert strict_lines(export(redis_url, "--crawl", "copy"))[1:] == (
         strict_lines(dump)[1:])  # fmt: skip
