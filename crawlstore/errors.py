@@ -12,7 +12,13 @@ class InvalidSeed(CrawlstoreError, ValueError):
 
 
 class InvalidSnapshot(CrawlstoreError, ValueError):
-    """Snapshot bytes that do not decode to a crawlstore snapshot."""
+    """Snapshot bytes, or export records, that do not decode to a crawlstore snapshot or crawl.
+    ``record``: where in an export's stream the problem is (1 for its first record; for a
+    stream cut short, the place of its missing end record), or None."""
+
+    def __init__(self, message: str, *, record: int | None = None) -> None:
+        super().__init__(message)
+        self.record = record
 
 
 class NotInFlight(CrawlstoreError, LookupError):

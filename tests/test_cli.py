@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from strict_json import strict_lines
 
 from crawlstore import Seed, Store
 from crawlstore.cli import main, run
@@ -27,6 +29,14 @@ def cli(*args: str | Path, check: int | None = 0) -> subprocess.CompletedProcess
     if check is not None:
         assert done.returncode == check, (done.returncode, done.stdout, done.stderr)
     return done
+
+
+def export(store: Path | str, *args: str | Path) -> str:
+    """``crawlstore export`` of ``store``: its stdout; every line it writes (to stdout, or to
+    the file of ``-o``) read by a strict JSON parser, as other tools read it."""
+    done = cli("export", store, *args)
+    strict_lines(Path(args[args.index("-o") + 1]) if "-o" in args else done.stdout)
+    return done.stdout
 
 
 @pytest.fixture
@@ -183,11 +193,14 @@ def test_seed_from_a_file_and_stdin(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=60)  # fmt: skip
     assert piped.returncode == 2 and "line 2" in piped.stderr  # not a URL: named, others in
     assert "admitted 1" in piped.stdout
+    zipped = subprocess.run([*COMMAND, "seed", str(file), "-"], capture_output=True, timeout=60,
+                            input=gzip.compress(b"https://d.example/\n"))  # fmt: skip
+    assert zipped.returncode == 0 and b"admitted 1," in zipped.stdout  # gzip by its first bytes
     with Store.open(file) as store:
         seeds = store.frontier().snapshot().queued
-        assert sorted(s.url for s in seeds) == [
-            "https://a.example/1", "https://b.example/2", "https://c.example/"]  # fmt: skip
-        assert {(s.tag, s.priority) for s in seeds if "c.example" not in s.url} == {("page", 3)}
+        tagged = {s.url[8:]: (s.tag, s.priority) for s in seeds}
+        assert tagged == {"a.example/1": ("page", 3), "b.example/2": ("page", 3),
+                          "c.example/": (None, 0), "d.example/": (None, 0)}  # fmt: skip
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
@@ -199,7 +212,7 @@ def test_export_import_round_trips(path: Path, tmp_path: Path, suffix: str) -> N
         store.validators().put(first, Validator('"e"'))
         assert store.frontier().stats().in_flight == 1  # the fixture's seed in flight
     dump = tmp_path / f"dump{suffix}"
-    cli("export", path, "-o", dump)
+    export(path, "-o", dump)
     target = tmp_path / "copy.lmdb"
     assert "crawl moved loaded" in cli("import", target, dump, "--crawl", "moved").stdout
     with Store.open(path) as a, Store.open(target) as b:
@@ -208,21 +221,19 @@ def test_export_import_round_trips(path: Path, tmp_path: Path, suffix: str) -> N
         assert copied == original  # every record, bytes included
     # export, import, export: the same file (the seed in flight is queued in both)
     cli("import", tmp_path / "same.lmdb", dump)
-    cli("export", tmp_path / "same.lmdb", "-o", tmp_path / f"again{suffix}")
+    export(tmp_path / "same.lmdb", "-o", tmp_path / f"again{suffix}")
     assert _lines(tmp_path / f"again{suffix}") == _lines(dump)
+    assert strict_lines(tmp_path / f"again{suffix}") == strict_lines(dump)
     again = cli("import", target, dump, "--crawl", "moved", check=3)
     assert again.stderr.startswith("crawlstore import:")  # a crawl that holds something
-    text = subprocess.run([*COMMAND, "export", str(path)], capture_output=True, text=True,
-                          timeout=60).stdout.splitlines()  # fmt: skip
-    assert json.loads(text[0])["type"] == "crawl" and json.loads(text[-1])["type"] == "end"
+    text = strict_lines(export(path))
+    assert text[0]["type"] == "crawl" and text[-1]["type"] == "end"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "crawl"\n')
     assert "line 1" in cli("import", tmp_path / "x.lmdb", bad, check=3).stderr
 
 
 def _lines(file: Path) -> list[str]:
-    import gzip
-
     opener = gzip.open if file.suffix == ".gz" else open
     with opener(file, "rt") as f:
         return f.read().splitlines()
@@ -267,5 +278,6 @@ def test_export_draws_a_progress_bar_on_a_terminal_only(path: Path, tmp_path: Pa
     os.close(leader)
     assert done.returncode == 0 and "export default" in drawn
     plain = cli("export", path, "-o", tmp_path / "y.jsonl")
-    assert plain.stderr == ""  # no terminal: no bar
+    assert plain.stderr == ""  # no terminal: no bar (and the lines: checked just below)
+    assert strict_lines(out) == strict_lines(tmp_path / "y.jsonl")
     assert out.read_text() == (tmp_path / "y.jsonl").read_text()

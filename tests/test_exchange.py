@@ -6,6 +6,7 @@ disk, into the same observable state."""
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import os
 import tempfile
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_servers import have_server, shared_node
+from strict_json import strict_lines
 
 from crawlstore import (
     Backoff,
@@ -33,6 +35,7 @@ from crawlstore import (
     Store,
     Validator,
 )
+from crawlstore.cli.exportfile import ExportFile, to_line
 from crawlstore.errors import InvalidArgument, InvalidSnapshot, NotInFlight
 from crawlstore.frontier import Frontier
 from crawlstore.frontier.traps import TrapPolicy
@@ -207,6 +210,7 @@ def test_a_crawl_loads_back_into_the_same_state_in_memory_and_on_disk(
         for i, fp in enumerate(seen[:5]):
             validators.put(fp, Validator(etag=f'"{i}"', last_modified=None))
         records = list(msgpack.Unpacker(_packed(original.export()), raw=False))
+        assert _through_json(records) == records  # the command line's form keeps every value
         exact = not core.stats().in_flight
         want = observe(core, exact)
 
@@ -237,13 +241,18 @@ def test_a_crawl_loads_back_into_the_same_state_in_memory_and_on_disk(
 
 
 def _packed(records: Iterator[dict[str, Any]]) -> Any:
-    import io
-
     out = io.BytesIO()
     for record in records:
         out.write(msgpack.packb(record, use_bin_type=True))
     out.seek(0)
     return out
+
+
+def _through_json(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records written as ``crawlstore export`` writes them (strict JSON), and read back."""
+    text = "".join(to_line(record) + "\n" for record in records)
+    strict_lines(text)
+    return list(ExportFile("export.jsonl", io.BytesIO(text.encode())).records())
 
 
 def _frontier_part(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -271,30 +280,37 @@ def test_loading_refuses_a_crawl_that_holds_something(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "damage",
-    [
-        lambda r: r[:-1],  # cut short: no end record
-        lambda r: r[:2] + r[3:],  # a record missing
-        lambda r: [*r[:2], {"type": "url", "seed": "garbage"}, *r[2:]],
-        lambda r: [*r[:-1], {"type": "mystery"}, r[-1]],
-        lambda r: [{**r[0], "v": 99}, *r[1:]],
-        lambda r: [{**r[0], "policy": {"order": "sideways"}}, *r[1:]],
-        lambda r: r[1:],  # no crawl record
+    ("damage", "place"),
+    [  # place: of the record at fault in the damaged stream of n records
+        (lambda r: r[:-1], lambda n: n + 1),  # cut short: where its end record should be
+        (lambda r: r[:2] + r[3:], lambda n: n),  # a record missing: the end record miscounts
+        (lambda r: [*r[:2], {"type": "url", "seed": "garbage"}, *r[2:]], lambda n: 3),
+        (lambda r: [*r[:-1], {"type": "mystery"}, r[-1]], lambda n: n - 1),
+        (lambda r: [*r[:-1], {"type": "validator", "fp": b"x"}, r[-1]], lambda n: n - 1),
+        (lambda r: [{**r[0], "v": 99}, *r[1:]], lambda n: 1),
+        (lambda r: [{**r[0], "policy": {"order": "sideways"}}, *r[1:]], lambda n: 1),
+        (lambda r: r[1:], lambda n: 1),  # no crawl record
     ],
 )
-def test_a_bad_export_is_refused_and_leaves_no_trace(tmp_path: Path, damage: Any) -> None:
+def test_a_bad_export_is_refused_where_it_is_and_leaves_no_trace(
+    tmp_path: Path, damage: Any, place: Any
+) -> None:
     with Store.open(tmp_path / "s.lmdb") as store:
         f = store.frontier(queues="host")
         f.push_many([Seed.get(f"https://{h}/x") for h in HOSTS])
         store.seen().insert(b"\x01" * 16)
         records = list(store.export())
-        with pytest.raises((InvalidSnapshot, InvalidArgument)):
-            store.load(damage(records), crawl="copy")
+        damaged = damage(records)
+        with pytest.raises(InvalidSnapshot) as refused:
+            store.load(damaged, crawl="copy")
+        assert refused.value.record == place(len(damaged))
         assert store.crawls() == ["default"]
         assert len(store.seen(crawl="copy")) == 0
         memory = InMemFrontier()
-        with pytest.raises((InvalidSnapshot, InvalidArgument)):
-            memory.load(damage([r for r in records if r["type"] != "seen"]))
+        damaged = damage([r for r in records if r["type"] != "seen"])
+        with pytest.raises(InvalidSnapshot) as refused:
+            memory.load(damaged)
+        assert refused.value.record == place(len(damaged))
         assert len(memory) == 0 and memory.count() == 0
 
 

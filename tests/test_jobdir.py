@@ -229,6 +229,9 @@ def test_a_damaged_jobdir_is_refused_and_the_store_is_unchanged(
     with Store.open(store) as s:
         assert s.crawls() == ["other"] and list(s.export(crawl="other")) == before
         assert len(s.seen(crawl="scrapy")) == 0
+    files = sorted(tmp_path.iterdir())
+    cli("import", tmp_path / "new.lmdb", "--from-jobdir", jobdir, check=3)
+    assert sorted(tmp_path.iterdir()) == files  # no file created where there was none
     (jobdir / "requests.queue" / "active.json").unlink()  # a stop that never wrote it
     done = cli("import", store, "--from-jobdir", jobdir, check=3)
     assert "active.json is missing" in done.stderr and "Traceback" not in done.stderr

@@ -3,7 +3,6 @@ running in another: every call, the dump and its re-import, exit codes."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
@@ -18,6 +17,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("grpc")
+
+from strict_json import strict_lines
 
 from crawlstore.cli import main
 
@@ -79,7 +80,7 @@ def test_dump_and_reimport(address: str, tmp_path: Path) -> None:
     assert run(address, "put-urls", "-f", seeds).stdout.strip() == "4 ok, 0 skipped, 0 failed"
     dump = tmp_path / "dump.jsonl.gz"
     assert "4 URLs written" in run(address, "dump", "-o", dump).stdout
-    lines = [json.loads(line) for line in gzip.decompress(dump.read_bytes()).splitlines()]
+    lines = strict_lines(dump)
     assert len(lines) == 4 and all("known" in line for line in lines)
     assert {line["known"]["info"]["crawlID"] for line in lines} == {"DEFAULT", "BESPOKE"}
     for crawl in data(address, "list-crawls"):  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 import pytest
 from conftest import env_without
-from test_cli import COMMAND
+from test_cli import COMMAND, export
 from urlfrontier_helpers import OK, discovered, known
 
 from crawlstore import Store
@@ -101,8 +101,7 @@ def test_sigterm_stops_cleanly_and_the_cli_reads_a_served_store(path: Path) -> N
     assert json.loads(stats.stdout)["crawls"]["default"]["stats"]["queued"] == 19
     verify = subprocess.run([*COMMAND, "verify", str(path)], capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    exported = subprocess.run([*COMMAND, "export", str(path)], capture_output=True, text=True)
-    assert exported.returncode == 0 and "http://a.com/19" in exported.stdout
+    assert "http://a.com/19" in export(path)
     stream = served.stub.PutURLs(iter([discovered("http://b.com/")] * 3))
     assert len(list(stream)) == 3
     assert served.stop() == 0

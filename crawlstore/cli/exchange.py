@@ -1,45 +1,26 @@
 """Verbs that move a crawl in and out: ``export`` and ``import`` (the store's versioned record
-stream as JSON lines, gzip by suffix, in bounded memory) and ``seed`` (URLs pushed through
-dedup)."""
+stream as strict JSON lines, in bounded memory; written gzip by suffix, read gzip by its first
+bytes) and ``seed`` (URLs pushed through dedup)."""
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
+from ..errors import InvalidSnapshot
 from ..seed import Seed
 from ..store import Store
 from ..textfiles import open_text
 from . import jobdir
 from .bar import progress
+from .exportfile import ExportFile, read_export, to_line
+from .target import import_target
 
 #: Pushed a transaction by ``seed``, records a transaction by ``import`` (the store's own).
 _BATCH = 1000
-
-
-def _encode(value: Any) -> Any:
-    """JSON has no bytes: they travel as ``{"$b": base64}`` (no record holds that key)."""
-    if isinstance(value, bytes):
-        return {"$b": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_encode(v) for v in value]
-    return value
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict):
-        if len(value) == 1 and "$b" in value:
-            return base64.b64decode(value["$b"])
-        return {k: _decode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    return value
 
 
 # -- export / import ------------------------------------------------------------------------------
@@ -64,7 +45,7 @@ def export(args: argparse.Namespace) -> int:
         total = store.frontier(crawl=args.crawl).count()
         with open_text(args.output, "w") as out, progress(f"export {args.crawl}", total) as advance:
             for record in store.export(crawl=args.crawl):
-                out.write(json.dumps(_encode(record), separators=(",", ":")) + "\n")
+                out.write(to_line(record) + "\n")
                 advance(record.get("type") == "url")
     return 0
 
@@ -76,7 +57,7 @@ def add_import(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-
                          "yet; or, with --from-jobdir, what a stopped Scrapy job would "
                          "resume.")  # fmt: skip
     p.add_argument("path", help="the store file (created if missing)")
-    p.add_argument("dump", nargs="?", help="the export (.gz: gzip), or - for stdin")
+    p.add_argument("dump", nargs="?", help="the export (gzip or not), or - for stdin")
     p.add_argument("--crawl", help="load into this crawl (default: the export's name, or "
                    "'default' for a JOBDIR)")  # fmt: skip
     p.add_argument("--from-jobdir", metavar="DIR", help="instead of an export, what a stopped "
@@ -85,25 +66,11 @@ def add_import(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p.set_defaults(handler=load)
 
 
-def _records(lines: Iterable[str], source: str) -> Iterator[dict[str, Any]]:
-    with progress(f"import {source}") as advance:
-        yield from _parsed(lines, source, advance)
-
-
-def _parsed(
-    lines: Iterable[str], source: str, advance: Callable[[int], None]
-) -> Iterator[dict[str, Any]]:
-    for number, line in enumerate(lines, 1):
-        advance(1)
-        if not line.strip():
-            continue
-        try:
-            record = _decode(json.loads(line))
-        except ValueError as exc:
-            raise ValueError(f"{source}, line {number}: not a JSON record ({exc})") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{source}, line {number}: not a record: {line[:80]!r}")
-        yield record
+def _records(dump: ExportFile) -> Iterator[dict[str, Any]]:
+    with progress(f"import {dump.path}") as advance:
+        for record in dump.records():
+            advance(1)
+            yield record
 
 
 def load(args: argparse.Namespace) -> int:
@@ -116,12 +83,16 @@ def load(args: argparse.Namespace) -> int:
     if args.json:
         print("crawlstore import: --json goes with --from-jobdir", file=sys.stderr)
         return 2
-    try:
-        with open_text(args.dump, "r") as source, Store.open(args.path) as store:
-            name = store.load(_records(source, args.dump), crawl=args.crawl)
-    except ValueError as exc:
-        print(f"crawlstore import: {exc}", file=sys.stderr)
-        return 3
+    with read_export(args.dump) as dump:
+        try:
+            with import_target(args.path) as store:
+                name = store.load(_records(dump), crawl=args.crawl)
+        except InvalidSnapshot as exc:
+            where = "stdin" if args.dump == "-" else args.dump
+            if exc.record is not None:
+                where += f", line {dump.line_of(exc.record)}"
+            print(f"crawlstore import: {where}: {exc}", file=sys.stderr)
+            return 3
     print(f"{args.path}: crawl {name} loaded from {args.dump}")
     return 0
 

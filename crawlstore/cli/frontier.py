@@ -209,7 +209,7 @@ def _options(p: argparse.ArgumentParser, name: str, letters: str) -> None:
 def _specific(p: argparse.ArgumentParser, name: str) -> None:
     add = p.add_argument
     if name == "put-urls":
-        add("-f", "--file", required=True, help="the file (.gz; - for stdin)")
+        add("-f", "--file", required=True, help="the file (gzip or not; - for stdin)")
         add(
             "-b",
             "--batch",

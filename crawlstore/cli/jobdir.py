@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from ..errors import JobdirError
 from ..extras import install_hint
-from ..store import Store
+from .target import import_target
 
 
 def load_jobdir(args: argparse.Namespace) -> int:
@@ -27,7 +27,7 @@ def load_jobdir(args: argparse.Namespace) -> int:
     logger.addHandler(warnings)
     logger.propagate = False
     try:
-        with Store.open(args.path) as store:
+        with import_target(args.path) as store:
             done = import_jobdir(store, args.from_jobdir, crawl=args.crawl or "default")
     except JobdirError as exc:
         print(f"crawlstore import: {exc}; nothing was imported", file=sys.stderr)

@@ -44,6 +44,7 @@ __all__ = [
     "filling",
     "in_reader",
     "load_frontier",
+    "malformed",
     "with_end",
 ]
 
@@ -156,15 +157,16 @@ def load_frontier(
     stream = iter(records)
     header = next(stream, None)
     if not isinstance(header, dict) or header.get("type") != "crawl":
-        raise InvalidSnapshot("an export starts with its crawl record")
+        raise InvalidSnapshot("an export starts with its crawl record", record=1)
     if header.get("v") != EXPORT_VERSION:
-        raise InvalidSnapshot(f"export version {header.get('v')!r}; this reads {EXPORT_VERSION}")
+        raise InvalidSnapshot(f"export version {header.get('v')!r}; this reads {EXPORT_VERSION}",
+                              record=1)  # fmt: skip
     try:
         policy = CrawlPolicy.from_record(header["policy"])
         totals = {k: int(v) for k, v in header["totals"].items() if _exported(k)}
         created = float(header["created"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InvalidSnapshot(f"an export's crawl record is malformed: {exc!r}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise InvalidSnapshot(f"an export's crawl record is malformed: {exc!r}", record=1) from None
 
     settled = header.get("settled", True) is not False
 
@@ -229,32 +231,41 @@ def _load_records(
     batch: list[dict[str, Any]] = []
     counts = {"crawl": 1}
     end: dict[str, Any] | None = None
-    for record in stream:
+    place = first = 1  # of the record in the stream (the crawl record is the first); of batch[0]
+
+    def load(records: list[dict[str, Any]], first: int) -> None:
+        storage.run(functools.partial(_load, core, crawl, queues, records, first))
+
+    for place, record in enumerate(stream, 2):
         kind = record.get("type") if isinstance(record, dict) else None
         if kind == "end":
             end = record
             break
         counts[str(kind)] = counts.get(str(kind), 0) + 1
         if kind in ("queue", "url", "state"):
+            first = first if batch else place
             batch.append(record)
             if len(batch) >= _BATCH:
-                storage.run(functools.partial(_load, core, crawl, queues, batch))
+                load(batch, first)
                 batch = []
         else:
             if batch:
-                storage.run(functools.partial(_load, core, crawl, queues, batch))
+                load(batch, first)
                 batch = []
             if other is None:
-                raise InvalidSnapshot(f"an export record of an unknown kind: {kind!r}")
+                raise InvalidSnapshot(f"an export record of an unknown kind: {kind!r}",
+                                      record=place)  # fmt: skip
             other(record)
     if batch:
-        storage.run(functools.partial(_load, core, crawl, queues, batch))
+        load(batch, first)
     storage.run(functools.partial(_place_all, core, crawl, queues))
     if end is None:
-        raise InvalidSnapshot("the export ends before its end record: it was cut short")
+        raise InvalidSnapshot("the export ends before its end record: it was cut short",
+                              record=place + 1)  # fmt: skip
     if end.get("counts") != counts:
         raise InvalidSnapshot(
-            f"the export's end record counts {end.get('counts')!r}, but {counts!r} came"
+            f"the export's end record counts {end.get('counts')!r}, but {counts!r} came",
+            record=place,
         )
 
 
@@ -263,10 +274,13 @@ def _load(
     crawl: CrawlRecord,
     queues: dict[str, QueueRecord],
     batch: list[dict[str, Any]],
+    first: int,
 ) -> None:
+    """Load a batch of frontier records, the first at place ``first`` of the stream."""
     storage = core.storage
+    place = first
     try:
-        for record in batch:
+        for place, record in enumerate(batch, first):  # noqa: B007 (the error names it)
             kind = record["type"]
             if kind == "queue":
                 q = QueueRecord(record["key"], float(record["created"]))
@@ -276,6 +290,8 @@ def _load(
                 q.cap = check_cap(record["cap"])  # type: ignore[assignment]
                 q.limit = None if record["limit"] is None else check_limit(record["limit"])
                 q.blocked, q.last = float(record["blocked"]), float(record["last"])
+                if math.isnan(q.blocked) or math.isnan(q.last):
+                    raise ValueError(f"a queue's times are not NaN: {q.blocked}, {q.last}")
                 q.counts = {k: int(v) for k, v in record["counts"].items()}
                 storage.save_queue(crawl, q, None)
                 queues[q.key] = q
@@ -283,9 +299,14 @@ def _load(
                 _load_url(core, crawl, queues, record)
             else:
                 storage.state(crawl, record["namespace"])[record["key"]] = record["value"]
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, InvalidArgument,
-            InvalidSeed) as exc:  # fmt: skip
-        raise InvalidSnapshot(f"an export record is malformed: {exc!r}") from None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+            InvalidArgument, InvalidSeed) as exc:  # fmt: skip
+        raise malformed(exc, place) from None
+
+
+def malformed(exc: Exception, place: int) -> InvalidSnapshot:
+    """The error of a record (at ``place`` in the stream) that ``exc`` refused."""
+    return InvalidSnapshot(f"an export record is malformed: {exc!r}", record=place)
 
 
 def _load_url(
@@ -322,7 +343,7 @@ def _load_url(
         q.revisits += url.kind == spi.REVISIT
         q.due_at = at if q.due_at is None else min(q.due_at, at)
     elif state not in (spi.DONE, spi.FAILED, spi.SKIPPED):
-        raise InvalidSnapshot(f"an export names an unknown URL state: {state!r}")
+        raise ValueError(f"an unknown URL state: {state!r}")
     storage.save_url(crawl, q, url)
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from ..errors import InvalidArgument, InvalidSnapshot
-from ..frontier.export import export_frontier, in_reader, with_end
-from ..store.exchange import load_records
+from ..frontier.export import export_frontier, in_reader, malformed, with_end
+from ..store.exchange import fingerprint, load_records
 from .views import SEEN_KINDS, RedisSeen, RedisValidators
 
 if TYPE_CHECKING:
@@ -86,30 +86,31 @@ def load_crawl(
     crawl: str | None,
     clock: Callable[[], float],
 ) -> str:
-    def write(name: str, batch: list[dict[str, Any]]) -> None:
+    def write(name: str, batch: list[dict[str, Any]], first: int) -> None:
         def unit() -> None:
             seen = RedisSeen(storage, name, clock, _seen_kind(storage, name) or "packed")
             validators = RedisValidators(storage, name, clock)
+            place = first
             try:
-                for record in batch:
+                for place, record in enumerate(batch, first):
                     kind = record["type"]
                     if kind == "seen":
-                        fps = [bytes(fp) for fp in record["fps"]]
-                        if any(len(fp) != 16 for fp in fps):
-                            raise ValueError("a fingerprint is 16 bytes")
-                        seen.insert_many(fps)
+                        seen.insert_many([fingerprint(fp) for fp in record["fps"]])
                     elif kind in ("bloom", "bloom_chunk"):
                         raise InvalidSnapshot(
                             "the export holds a Bloom seen set, which a store on Redis cannot "
                             "take over (its bits are laid out per bucket): export the crawl "
-                            "with an exact seen set"
+                            "with an exact seen set",
+                            record=place,
                         )
                     else:
                         value = msgpack.packb([record["etag"], record["last_modified"],
                                                record["stored_at"]])  # fmt: skip
-                        validators._change(bytes(record["fp"]), value)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise InvalidSnapshot(f"an export record is malformed: {exc!r}") from None
+                        validators._change(fingerprint(record["fp"]), value)
+            except InvalidSnapshot:
+                raise
+            except (KeyError, TypeError, ValueError, OverflowError) as exc:
+                raise malformed(exc, place) from None
 
         storage.run(unit)
 

@@ -61,12 +61,12 @@ def copy_compacted(
             os.link(partial, target)  # unlike a rename, never replaces a file that appeared
         except FileExistsError:
             raise StoreError(f"{target} exists: a backup never overwrites a file") from None
-        _sync_directory(target.parent)
+        sync_directory(target.parent)
     finally:
         partial.unlink(missing_ok=True)
 
 
-def _sync_directory(path: Path) -> None:
+def sync_directory(path: Path) -> None:
     """Make a new name in ``path`` survive a power loss."""
     fd = os.open(path, os.O_RDONLY)
     try:

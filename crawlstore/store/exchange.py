@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import lmdb
 
 from ..errors import InvalidArgument, InvalidSnapshot
-from ..frontier.export import export_frontier, filling, in_reader, with_end
+from ..frontier.export import export_frontier, filling, in_reader, malformed, with_end
 from . import keys
 from .codec import pack, scan, unpack
 from .context import WriteContext
@@ -21,7 +21,15 @@ if TYPE_CHECKING:
     from .frontier import StoreFrontier
     from .storage import LmdbStorage
 
-__all__ = ["check_empty", "crawl_holds", "export_store", "load_records", "load_store", "new_crawl"]
+__all__ = [
+    "check_empty",
+    "crawl_holds",
+    "export_store",
+    "fingerprint",
+    "load_records",
+    "load_store",
+    "new_crawl",
+]
 
 #: Fingerprints a seen record carries.
 _SEEN_BATCH = 4096
@@ -77,8 +85,8 @@ def load_store(
     """Load an export into a crawl (the export's own name unless ``crawl``), which must hold
     nothing yet; the crawl's name."""
 
-    def write(name: str, batch: list[dict[str, Any]]) -> None:
-        storage.run_ctx(lambda ctx: _write(ctx, _prefix(storage, name), batch))
+    def write(name: str, batch: list[dict[str, Any]], first: int) -> None:
+        storage.run_ctx(lambda ctx: _write(ctx, _prefix(storage, name), batch, first))
 
     return load_records(lambda name: crawl_holds(storage, name), write, frontier_of, records,
                         crawl)  # fmt: skip
@@ -86,42 +94,48 @@ def load_store(
 
 def load_records(
     holds: Callable[[str], bool],
-    write: Callable[[str, list[dict[str, Any]]], None],
+    write: Callable[[str, list[dict[str, Any]], int], None],
     frontier_of: Callable[[str], StoreFrontier],
     records: Iterable[dict[str, Any]],
     crawl: str | None,
 ) -> str:
     """``load_store`` over any store: ``holds(name)`` tells whether a crawl holds anything,
-    ``write(name, batch)`` writes a batch of seen and validator records in one unit."""
+    ``write(name, batch, first)`` writes a batch of seen and validator records in one unit
+    (``first``: the place in the stream of the batch's first record, which its errors name)."""
     stream = iter(records)
     header = next(stream, None)
     if not isinstance(header, dict) or header.get("type") != "crawl":
-        raise InvalidSnapshot("an export starts with its crawl record")
+        raise InvalidSnapshot("an export starts with its crawl record", record=1)
     name = crawl or header.get("name")
     if not isinstance(name, str):
-        raise InvalidSnapshot(f"an export names its crawl: {name!r}")
+        raise InvalidSnapshot(f"an export names its crawl: {name!r}", record=1)
 
     check_empty(holds, name)
     frontier = frontier_of(name)
     pending: list[dict[str, Any]] = []
+    place = first = 1  # of the latest record in the stream; of pending[0]
 
     def flush() -> None:
         if pending:
             batch = list(pending)
             pending.clear()
-            write(name, batch)
+            write(name, batch, first)
 
     def other(record: Any) -> None:
+        nonlocal first
         kind = record.get("type") if isinstance(record, dict) else None
         if kind not in ("seen", "bloom", "bloom_chunk", "validator"):
-            raise InvalidSnapshot(f"an export record of an unknown kind: {record!r:.100}")
+            raise InvalidSnapshot(f"an export record of an unknown kind: {record!r:.100}",
+                                  record=place)  # fmt: skip
+        first = first if pending else place
         pending.append(record)
         if len(pending) >= _WRITE_BATCH:
             flush()
 
     def stream_then_flush() -> Iterator[dict[str, Any]]:
+        nonlocal place
         yield header
-        for record in stream:
+        for place, record in enumerate(stream, 2):  # noqa: B007 (``other`` reads it)
             if isinstance(record, dict) and record.get("type") == "end":
                 flush()  # before the frontier checks the end record, and so inside its undo
             yield record
@@ -158,23 +172,29 @@ def new_crawl(holds: Callable[[str], bool], frontier: StoreFrontier) -> Iterator
         yield frontier
 
 
+def fingerprint(value: object) -> bytes:
+    """A fingerprint of an export record: 16 bytes (``ValueError`` for anything else)."""
+    if not isinstance(value, bytes) or len(value) != 16:
+        raise ValueError(f"a fingerprint is 16 bytes: {value!r:.60}")
+    return value
+
+
 def _prefix(storage: LmdbStorage, name: str) -> bytes:
     prefix = storage.crawl_key(name)  # the frontier's load created the crawl
     assert prefix is not None
     return prefix
 
 
-def _write(ctx: WriteContext, prefix: bytes, batch: list[dict[str, Any]]) -> None:
+def _write(ctx: WriteContext, prefix: bytes, batch: list[dict[str, Any]], first: int) -> None:
     dbs = ctx.dbs
     counters = ctx.counters(prefix)
+    place = first
     try:
-        for record in batch:
+        for place, record in enumerate(batch, first):  # noqa: B007 (the error names it)
             kind = record["type"]
             if kind == "seen":
-                for fp in record["fps"]:
-                    if len(fp) != 16:
-                        raise ValueError(f"a fingerprint is 16 bytes: {fp!r}")
-                    if ctx.txn.put(prefix, bytes(fp), db=dbs["seen"], dupdata=False):
+                for fp in map(fingerprint, record["fps"]):
+                    if ctx.txn.put(prefix, fp, db=dbs["seen"], dupdata=False):
                         counters["seen"] += 1
             elif kind == "bloom":
                 ctx.put_record("bloom", prefix + b"\x00", record["params"])
@@ -182,10 +202,10 @@ def _write(ctx: WriteContext, prefix: bytes, batch: list[dict[str, Any]]) -> Non
                 key = prefix + b"\x01" + keys.u32(int(record["chunk"]))
                 ctx.txn.put(key, bytes(record["bits"]), db=dbs["bloom"])
             else:
-                fp = bytes(record["fp"])
+                fp = fingerprint(record["fp"])
                 existed = ctx.txn.get(prefix + fp, db=dbs["validators"]) is not None
                 value = pack([record["etag"], record["last_modified"], record["stored_at"]])
                 ctx.txn.put(prefix + fp, value, db=dbs["validators"])
                 counters["validators"] += not existed
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidSnapshot(f"an export record is malformed: {exc!r}") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise malformed(exc, place) from None

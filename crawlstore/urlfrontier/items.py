@@ -73,7 +73,7 @@ def dump_line(item: pb.URLItem) -> str:
 
 
 def read_urls(path: str | os.PathLike[str], *, crawl: str = "DEFAULT") -> Iterator[URL]:
-    """The URLs of a file (``.gz``, ``-`` for stdin): a line is a plain URL (discovered, in
+    """The URLs of a file (gzip or not, ``-`` for stdin): a line is a plain URL (discovered, in
     ``crawl``) or a JSON ``URLItem`` (as a dump holds, in its own crawl); blank lines are
     skipped."""
     with open_text(path, "r") as file:
