@@ -15,7 +15,7 @@ from crawlstore.demo.site import DemoSite
 
 
 def test_the_demo_kills_resumes_revisits_and_checks(tmp_path: Path) -> None:
-    done = cli("demo", "--dir", tmp_path, check=0)
+    done = cli("demo", "--dir", tmp_path, check=0, timeout=600)  # 20 s idle, 110 s beside hogs
     out = done.stdout
     assert "1. crawl: killed with SIGKILL after" in out
     assert "2. the same command again: it resumed" in out
