@@ -1,5 +1,5 @@
-"""``python -m benchmarks [--quick | --full] [--only NAME ...] [--out DIR]``: the benchmark
-suite. Every comparison runs its contenders in this one process, alternating them within
+"""``python -m benchmarks [--smoke | --quick | --full] [--only NAME ...] [--out DIR]``: the
+benchmark suite. Every comparison runs its contenders in this one process, alternating them within
 each round, and reports medians and ratios. Writes results.json, results.md and one PNG
 chart of ratios per workload (with matplotlib) to ``--out`` (default docs/benchmarks/).
 
@@ -29,7 +29,10 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks") -
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="the whole suite in about 2 minutes")
+    size.add_argument("--smoke", action="store_true",
+                      help="every workload once at toy sizes: that it runs (its numbers mean "
+                      "nothing)")  # fmt: skip
+    size.add_argument("--quick", action="store_true", help="the whole suite in about 3 minutes")
     size.add_argument("--full", action="store_true", help="sizes up to 1e7 (up to an hour)")
     parser.add_argument(
         "--only",
@@ -45,7 +48,8 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m benchmarks") -
         help="where results.json, results.md and the charts go",
     )
     args = parser.parse_args(argv)
-    plan = Plan.make("quick" if args.quick else "full" if args.full else "default")
+    modes = {"smoke": args.smoke, "quick": args.quick, "full": args.full}
+    plan = Plan.make(next((mode for mode, on in modes.items() if on), "default"))
     names = args.only or list(WORKLOADS)
     args.out.mkdir(parents=True, exist_ok=True)
     the_stamp = stamp()

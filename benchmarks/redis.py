@@ -55,6 +55,8 @@ ADMIN = {"config", "info", "flushall", "cluster", "command", "ping", "dbsize", "
 
 def sizes(plan: Plan) -> tuple[int, int, int]:
     """(hosts, URLs a host) of the push and pop runs, and URLs of the memory fills."""
+    if plan.mode == "smoke":
+        return BATCH, 2, 2_000
     if plan.mode == "quick":
         return 1_000, 2, 10_000
     if plan.mode == "full":

@@ -27,7 +27,7 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class Plan:
-    """Sizes and repetitions of one mode (``--quick``, default, ``--full``)."""
+    """Sizes and repetitions of one mode (``--smoke``, ``--quick``, default, ``--full``)."""
 
     mode: str
     rounds: int
@@ -51,6 +51,9 @@ class Plan:
 
     @classmethod
     def make(cls, mode: str) -> Plan:
+        if mode == "smoke":  # every workload once at toy sizes: the suite runs; no numbers
+            return cls(mode, 1, 1, 0.01, 10, 3_000, 100, 20, (10_000,), (10_000,),
+                       (1_000, 10_000), 100, 20, 100, 20, (10, 30), 30.0, 30, 1)  # fmt: skip
         if mode == "quick":
             return cls(mode, 3, 2, 0.15, 30, 3_000, 1_000, 100, (100_000,), (100_000,),
                        (10_000, 100_000), 300, 60, 1_000, 100, (40, 100), 60.0, 60, 1)  # fmt: skip

@@ -175,8 +175,8 @@ def _concurrently(put: Callable[[Any, list[Any]], None], stubs: list[Any],
 
 
 def put_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
-    n_batched = {"quick": 5_000, "full": 200_000}.get(plan.mode, 50_000)
-    n_stream = {"quick": 2_000, "full": 50_000}.get(plan.mode, 20_000)
+    n_batched = {"smoke": 1_000, "quick": 5_000, "full": 200_000}.get(plan.mode, 50_000)
+    n_stream = {"smoke": 500, "quick": 2_000, "full": 50_000}.get(plan.mode, 20_000)
     t = Table("urlfrontier-put", "The URL Frontier service: putting new URLs, a crawlstore "
               "serve process over loopback vs the same pushes in process", "URL",
               "inproc-256", columns=["URLs a run"])  # fmt: skip
@@ -267,7 +267,7 @@ def _prefill(path: str, queues: int, state: str) -> None:
 
 
 def get_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
-    quick = plan.mode == "quick"
+    quick = plan.mode in ("smoke", "quick")
     sizes = (1_000,) if quick else (1_000, 10_000)
     calls = {"10x10": 20 if quick else 50, "1x1": 50 if quick else 200,
              "idle": 50 if quick else 200, "capped": 5 if quick else 20}  # fmt: skip
@@ -382,7 +382,7 @@ def _channels_on(served: Served, nodes: int, tries: int = 16) -> tuple[list[Any]
 
 
 def processes_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
-    n = {"quick": 5_000, "full": 200_000}.get(plan.mode, 50_000)
+    n = {"smoke": 1_000, "quick": 5_000, "full": 200_000}.get(plan.mode, 50_000)
     t = Table("urlfrontier-processes", "The URL Frontier service: PutDiscovered from two "
               "clients, one crawlstore serve process vs two on one port (--reuse-port) and "
               "one store file", "URL", "one", columns=["connections of 8 a process"])  # fmt: skip

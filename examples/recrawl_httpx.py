@@ -3,8 +3,9 @@
     python examples/recrawl_httpx.py
 
 A small server on 127.0.0.1 serves pages with ETag and Last-Modified; between the passes two
-pages change. Pages are tagged with a 2-second revisit interval, so the store schedules the
-second pass by itself; ``Revalidate`` makes its requests conditional.
+pages change. Pages are tagged with an hourly revisit interval, so the store schedules the
+second pass by itself; ``Revalidate`` makes its requests conditional. The store runs on a
+``ManualClock`` moved an hour on between the passes, where a real crawl would wait an hour.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 
-from crawlstore import Failed, Retry, Seed, Store
+from crawlstore import Failed, ManualClock, Retry, Seed, Store
 from crawlstore.integrations.httpx import Outcome, build_request, classify
 from crawlstore.revalidate import Revalidate
 from crawlstore.revisit import RevisitTags, revisit
@@ -27,7 +29,7 @@ versions = dict.fromkeys(range(PAGES), 1)
 
 
 class Tag(RevisitTags):
-    PAGE = revisit("2s")
+    PAGE = revisit("1h")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -52,12 +54,12 @@ class Handler(BaseHTTPRequestHandler):
 
 async def crawl(store: Store, base: str, limit: int | None = None) -> tuple[int, int]:
     """One pass: fetch what is due (at most ``limit`` pages); returns (fetched, unchanged).
-    A revisiting crawl never runs out of work: a time limit and ``limit`` end the pass."""
+    A revisiting crawl never runs out of work: the pass ends when nothing is due now."""
     frontier = store.frontier("fifo").revisit(Tag).dedup_with(store.seen()).retry(2)
     revalidate = Revalidate(store.validators())
     fetched = unchanged = 0
     async with httpx.AsyncClient() as client:
-        while fetched != limit and (seed := await frontier.anext_seed(timeout=1.0)) is not None:
+        while fetched != limit and (seed := await frontier.anext_seed(timeout=0)) is not None:
             response = await client.send(build_request(client, seed, revalidate))
             fetched += 1
             outcome = classify(response)
@@ -78,13 +80,17 @@ async def main() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
-    with tempfile.TemporaryDirectory() as tmp, Store.open(Path(tmp) / "crawl.lmdb") as store:
+    clock = ManualClock(time.time())  # the store's time, moved on by hand below
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Store.open(Path(tmp) / "crawl.lmdb", clock=clock) as store,
+    ):
         store.frontier("fifo").push(Seed.get(base + "/").with_tag(Tag.PAGE))
         first, _ = await crawl(store, base)
         print(f"pass 1: fetched {first} pages")
         versions[3] += 1
         versions[7] += 1  # two pages change between the passes
-        await asyncio.sleep(2.0)  # the revisit interval: every page is due again
+        clock.advance(3600)  # an hour later (a real crawl waits it out): every page is due
         fetched, unchanged = await crawl(store, base, limit=first)
         print(f"pass 2: fetched {fetched} pages, {unchanged} unchanged (304), "
               f"{fetched - unchanged} changed")  # fmt: skip

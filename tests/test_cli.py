@@ -23,9 +23,11 @@ _SCRIPT = shutil.which("crawlstore", path=os.path.dirname(sys.executable))
 COMMAND = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "crawlstore"]
 
 
-def cli(*args: str | Path, check: int | None = 0) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str | Path, check: int | None = 0, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([*COMMAND, *map(str, args)], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+                          timeout=timeout)  # fmt: skip
     if check is not None:
         assert done.returncode == check, (done.returncode, done.stdout, done.stderr)
     return done

@@ -6,12 +6,15 @@ import random
 
 import mmh3
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawlstore import FINGERPRINT_VERSION, Fingerprint, Seed, canonicalize, fingerprint
 from crawlstore.errors import InvalidSeed
 from crawlstore.url import TRACKING_PARAMS, tracking
+
+#: Hypothesis bounds each example by 200 ms of wall clock, which a busy machine misses.
+UNTIMED = settings(deadline=None)
 
 GOLDEN = [
     # scheme, host, ports
@@ -184,18 +187,21 @@ def urls(draw: st.DrawFn) -> str:
     return f"{scheme}://{draw(_host)}{port}/{path}" + (f"?{query}" if query else "") + frag
 
 
+@UNTIMED
 @given(urls())
 def test_canonicalisation_is_idempotent(url: str) -> None:
     once = canonicalize(url)
     assert canonicalize(once) == once
 
 
+@UNTIMED
 @given(urls(), st.sampled_from(["", "#x", "#a/b?c"]))
 def test_fingerprint_ignores_the_fragment(url: str, frag: str) -> None:
     base = url.split("#", 1)[0]
     assert fingerprint("GET", base + frag) == fingerprint("GET", url)
 
 
+@UNTIMED
 @given(st.lists(st.tuples(_key, _value), min_size=1, max_size=6), st.randoms())
 def test_fingerprint_ignores_query_order_and_tracking(
     pairs: list[tuple[str, str]], rnd: random.Random
@@ -208,6 +214,7 @@ def test_fingerprint_ignores_query_order_and_tracking(
     assert fingerprint("GET", a) == fingerprint("GET", b)
 
 
+@UNTIMED
 @given(st.text(alphabet="ab+-._~=&AZ09%", max_size=24), st.booleans())
 def test_the_fast_query_paths_agree_with_the_general_one(query: str, tracked: bool) -> None:
     """The shortcuts for plain and ``+``-bearing queries give what form-decoding, dropping
@@ -276,6 +283,7 @@ def test_an_equals_sign_in_a_value_stays_literal_on_every_path() -> None:
 _userinfo = st.sampled_from(["", "u@", "u:p@", ":p@", "U%41:p@"])
 
 
+@UNTIMED
 @given(urls(), _userinfo)
 def test_seed_get_reads_the_canonical_form_off_href_as_the_general_path_builds_it(
     url: str, userinfo: str
@@ -359,6 +367,7 @@ _PARAMS = st.lists(st.sampled_from(["a=1", "b=2", "a=0", "utm_source=x", "GCLID=
                    max_size=5)  # fmt: skip
 
 
+@UNTIMED
 @given(_SCHEMES, st.sampled_from(["", "user@", "user:pw@"]), _HOSTS, _PORTS, _SEGMENTS,
        st.none() | _PARAMS, st.none() | st.sampled_from(["", "top", "a?b"]))  # fmt: skip
 def test_explain_holds_for_generated_urls(

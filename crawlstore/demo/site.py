@@ -43,14 +43,14 @@ class _Page:
 
 class DemoSite:
     """The site, served while the ``with`` block runs. ``hits`` counts requests by
-    ``(host, path, status)``, ``log`` lists them with their time; ``change(path)`` makes a page
-    new (another ETag and body)."""
+    ``(host, path, status)``, ``log`` lists them with their time; ``wait_for`` waits for them;
+    ``change(path)`` makes a page new (another ETag and body)."""
 
     def __init__(self, *, pages: int = 300, hosts: int = 4, seed: int = 1, slow: float = 1.0):
         if pages < 10 or hosts < 1:
             raise ValueError("a demo site has at least 10 pages and one host")
         self.size, self.slow = pages, slow
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()  # guards hits and log; notified at each request
         self.hits: Counter[tuple[str, str, int]] = Counter()
         self.log: list[tuple[float, str, str, int]] = []  # (time, host, path, status)
         self._hosts = hosts
@@ -94,6 +94,12 @@ class DemoSite:
                 self.url(link) for link in page.links if link.startswith(("/old/", "/away"))
             )
         return urls
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``predicate()`` is true, at most ``timeout`` seconds; whether it is. It is
+        called now and after each request is logged, with the lock held."""
+        with self.lock:
+            return self.lock.wait_for(predicate, timeout)
 
     def change(self, path: str) -> None:
         with self.lock:
@@ -227,6 +233,7 @@ class DemoSite:
                 with site.lock:
                     site.hits[(host, self.path, status)] += 1
                     site.log.append((time.time(), host, self.path, status))
+                    site.lock.notify_all()
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
