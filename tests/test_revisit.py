@@ -183,7 +183,7 @@ def test_waiting_helper_sleeps_until_the_next_revisit(
 
 
 def test_revisit_belongs_directly_on_a_storage() -> None:
-    with pytest.raises(TypeError, match="directly on a storage"):
+    with pytest.raises(TypeError, match="goes first in the chain"):
         InMemFrontier.fifo().dedup().revisit(Page)
     with pytest.raises(TypeError, match="RevisitTags"):
         InMemFrontier.fifo().revisit(object())  # type: ignore[arg-type]

@@ -360,7 +360,7 @@ class Frontier(ABC):
 
     def revisit(self, intervals: Revisit, *, adapt: Adapt | None = None) -> Revisits:
         """Crawl pages again: a seed reported ``Done`` or ``Failed`` whose tag has an interval
-        is scheduled that interval later, on its first attempt. Goes directly on a storage.
+        is scheduled that interval later, on its first attempt. Goes first in the chain.
         ``adapt`` stretches the interval of pages that do not change, shortens it for those
         that do."""
         from .revisits import Revisits

@@ -1,4 +1,5 @@
-"""``Revisits``: the revisit facade. It goes directly on a storage, which keeps the schedule."""
+"""``Revisits``: the revisit facade. It goes first in a chain, on the frontier itself, which
+keeps the schedule."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ class Revisits(Facade):
     def __init__(self, inner: Frontier, intervals: Revisit, adapt: Adapt | None = None) -> None:
         if isinstance(inner, Facade):
             raise TypeError(
-                f"revisit() goes directly on a storage, which keeps the schedule; it was put on "
+                f"revisit() goes first in the chain, on the frontier that keeps the schedule; it "
+                f"was put on "
                 f"{type(inner).__name__}. Chain it first: InMemFrontier.fifo().revisit(Page)"
                 ".dedup() or store.frontier().revisit(Page).dedup_with(store.seen())"
             )

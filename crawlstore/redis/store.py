@@ -137,7 +137,7 @@ class RedisStore(Store):
         self, *, crawl: str = "default", bloom: tuple[int, float] | None = None,
         kind: str = "packed",
     ) -> RedisSeen | RedisBloomSeen:  # fmt: skip
-        """The crawl's exact seen set (``kind``: ``"packed"``, about 20 bytes of RAM a URL, or
+        """The crawl's exact seen set (``kind``: ``"packed"``, about 22 bytes of RAM a URL, or
         ``"set"``, about 75), or with ``bloom=(expected, fp_rate)`` its Bloom filter."""
         self._check_open()
         name = self._check_name(crawl)

@@ -4,8 +4,7 @@
 Seen sets come in three kinds, fixed by how they are opened:
 
 - ``packed`` (the default): exact; small hashes of the fingerprints (less the bits their
-  bucket gives), about 20
-  bytes a URL on Redis 7;
+  bucket gives), about 22 bytes a URL on Redis 7;
 - ``set``: exact; a set of 16-byte fingerprints per bucket, about 75 bytes a URL;
 - Bloom: ``BITFIELD`` bits per bucket, about 1.2 bytes a URL at 1%.
 """
