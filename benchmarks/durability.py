@@ -17,7 +17,7 @@ def bench_durability(n_single: int, n_grouped: int) -> list[Result]:
     rng = random.Random(7)
     seeds = [Seed.get(f"https://host{rng.randrange(100)}.example/p/{i}") for i in range(n_grouped)]
     results = []
-    for mode in ("full", "safe", "group"):
+    for mode in ("full", "safe", "nosync"):
         tmp = Path(tempfile.mkdtemp(prefix="crawlstore-bench-"))
         try:
             with Store.open(tmp / "d.lmdb", durability=mode) as store:

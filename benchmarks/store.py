@@ -5,7 +5,7 @@ At N seeds (``--store N [N ...]``; 1e5 by default, 1e4 with ``--quick``), side b
 - push through dedup (``store.frontier("fifo").dedup_with(store.seen())``) and pop + ``Done``:
   one operation per transaction (into, or from, a store that holds N seeds) and 1000 per
   transaction (N seeds into an empty store, then all of them out), at durability "safe" and
-  "group". The first row of each group is the floor: raw py-lmdb doing the same puts and
+  "nosync". The first row of each group is the floor: raw py-lmdb doing the same puts and
   deletes per transaction with the same environment flags. Beside it, ``SqliteFrontier``.
 - file bytes per URL of the exact seen set and of the persisted Bloom filter;
 - at N > 1e5: the throughput with N seeds queued against 1e5 queued (target: at least 0.70x);
@@ -68,7 +68,7 @@ class Plan:
 
     n: int
     sync_ops: int = 2_000  # 1 op/txn rows of the "safe" groups (an fsync a commit)
-    nosync_ops: int = 10_000  # 1 op/txn rows of the "group" groups
+    nosync_ops: int = 10_000  # 1 op/txn rows of the "nosync" groups
     scale_ops: int = 20_000  # grouped rows of the scaling comparison
     repeat: int = 3  # best of, for the rows above and the open rows
     cycle_repeat: int = 3  # best of, for the grouped rows that push and pop all n seeds
@@ -465,7 +465,7 @@ class Subject:
 
     name: str
     note: str  # what a commit does
-    durability: str  # "safe" or "group": its groups, and the op count of its 1 op/txn rows
+    durability: str  # "safe" or "nosync": its groups, and the op count of its 1 op/txn rows
     family: str  # subjects of one family share the prefilled file of the 1 op/txn rows
     file: str
     open: Callable[[str], Runner]
@@ -484,7 +484,7 @@ FLOOR_SAFE = Subject(
 FLOOR_GROUP = Subject(
     "raw py-lmdb floor, sync=False",
     "no fsync",
-    "group",
+    "nosync",
     "floor",
     "floor.lmdb",
     lambda path: LmdbFloor(path, sync=False),
@@ -498,12 +498,12 @@ STORE_SAFE = Subject(
     lambda path: CrawlstoreRunner(path, "safe"),
 )
 STORE_GROUP = Subject(
-    'crawlstore fifo().dedup_with(seen()), "group"',
+    'crawlstore fifo().dedup_with(seen()), "nosync"',
     GROUP_NOTE,
-    "group",
+    "nosync",
     "store",
     "store.lmdb",
-    lambda path: CrawlstoreRunner(path, "group"),
+    lambda path: CrawlstoreRunner(path, "nosync"),
 )
 SQLITE_NORMAL = Subject(
     "SqliteFrontier, WAL + synchronous=NORMAL",
@@ -530,12 +530,12 @@ STORE_SAFE_BATCH = Subject(
     lambda path: CrawlstoreBatchRunner(path, "safe"),
 )
 STORE_GROUP_BATCH = Subject(
-    'crawlstore, push_many / pop_many + report_many, "group"',
+    'crawlstore, push_many / pop_many + report_many, "nosync"',
     GROUP_NOTE,
-    "group",
+    "nosync",
     "store",
     "store.lmdb",
-    lambda path: CrawlstoreBatchRunner(path, "group"),
+    lambda path: CrawlstoreBatchRunner(path, "nosync"),
 )
 SUBJECTS = [FLOOR_SAFE, STORE_SAFE, SQLITE_NORMAL, SQLITE_FULL, FLOOR_GROUP, STORE_GROUP]
 #: Grouped rows only: a batch call is the same thing as one operation at a time.
@@ -924,7 +924,7 @@ def _open_rows(path: str, size: str, repeat: int) -> list[Result]:
 
 def _fill(path: str, n: int, source: SeedSource) -> None:
     """A store of ``n`` queued seeds (plain FIFO frontier), pushed 10,000 to a transaction."""
-    with Store.open(path, durability="group") as store:
+    with Store.open(path, durability="nosync") as store:
         frontier = store.frontier("fifo")
         for start in range(0, n, 100_000):
             seeds = source.take(min(100_000, n - start))
@@ -982,7 +982,7 @@ def bench_size(plan: Plan, source: SeedSource, scratch: Scratch) -> list[Result]
 
     for workload in (PUSH, POP):  # the group order of the table
         for grouping in (EACH, GROUPED):
-            for durability in ("safe", "group"):
+            for durability in ("safe", "nosync"):
                 rows[_group(size, workload, grouping, durability)] = []
     for subject in [*SUBJECTS, *BATCH_SUBJECTS]:
         _log(f"{size}: {GROUPED}, {subject.name}")

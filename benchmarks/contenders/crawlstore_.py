@@ -8,13 +8,12 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from crawlstore import Done, Durability, InMemFrontier, Ready, Seed, Store
+from crawlstore import Done, InMemFrontier, Ready, Seed, Store
 
 from . import NULL_PROBE, Contender, LinksOf, Probe, Recovered
 
-#: The durability without an fsync per commit. It is being renamed "group" -> "nosync" on
-#: main: this takes whichever the crawlstore under test has.
-NOSYNC = "nosync" if "nosync" in {d.value for d in Durability} else "group"
+#: The durability without an fsync per commit.
+NOSYNC = "nosync"
 SAFE = "safe"
 #: Pages popped at once by the "by hand" contender.
 BY_HAND = 64
