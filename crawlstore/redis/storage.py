@@ -50,8 +50,7 @@ from ..errors import (
 )
 from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ..frontier.spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UrlRecord
-from ..store.keys import ms_up
-from ..store.storage import decode_url
+from ..storages.records import ORDER, decode_url, encode_url, ms_up
 from ..url import FINGERPRINT_VERSION, Fingerprint
 from .server import FENCE, Server
 from .unit import Cache, Unit
@@ -61,7 +60,6 @@ __all__ = ["FORMAT_VERSION", "RedisStorage"]
 _T = TypeVar("_T")
 #: The layout of every key and record; bumped on any incompatible change.
 FORMAT_VERSION = 1
-_ORDER = struct.Struct(">IBQ")
 _U64 = struct.Struct(">Q")
 _AT = struct.Struct(">d")
 _FIRST = b"\x00" * 8
@@ -480,7 +478,7 @@ class RedisStorage:
 
     def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
                 fp: bytes) -> None:  # fmt: skip
-        self.u().zadd(self._qkey(crawl, queue.key, b":p:"), _ORDER.pack(*order) + fp)
+        self.u().zadd(self._qkey(crawl, queue.key, b":p:"), ORDER.pack(*order) + fp)
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         if n <= 0:
@@ -493,7 +491,7 @@ class RedisStorage:
 
     def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
         u, key = self.u(), self._qkey(crawl, queue.key, b":p:")
-        start = _ORDER.pack(*order)
+        start = ORDER.pack(*order)
         for member in u.zrange(key, start, start + b"\xff", 1, inclusive=True):
             u.zrem(key, member)
 
@@ -640,7 +638,7 @@ class RedisStorage:
         self.prefetch_fields(by_bucket)
 
     def _url(self, crawl: CrawlRecord, fp: bytes, raw: bytes) -> UrlRecord:
-        url = decode_url(b"\x00" * 4 + fp, raw)
+        url = decode_url(fp, raw, self.fp_bucket(crawl, fp) + b":u:" + fp)
         url.ref = True
         return url
 
@@ -650,9 +648,7 @@ class RedisStorage:
 
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         u = self.u()
-        value = _PACK([url.state, url.queue, url.where, url.created, url.outcome, url.kind,
-                       url.packed_seed()])  # fmt: skip
-        u.hset(self.fp_bucket(crawl, url.fp) + b":u", url.fp, value)
+        u.hset(self.fp_bucket(crawl, url.fp) + b":u", url.fp, encode_url(url))
         if url.ref is None:
             if queue.ref is None or queue.key != url.queue:
                 raise StoreError(f"URL {url.fp.hex()} saved before its queue {url.queue!r}")

@@ -7,30 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import lmdb
-import msgpack
 
-from ..errors import CorruptRecord
-from .keys import Buf
+from ..storages.records import pack, unpack
 
 __all__ = ["pack", "scan", "unpack"]
-
-
-#: One packer for every record (making one a call costs more than packing a small record).
-#: It calls no Python code, so a pack runs whole under the GIL: threads may share it.
-_PACK = msgpack.Packer(use_bin_type=True).pack
-
-
-def pack(value: Any) -> bytes:
-    return _PACK(value)  # type: ignore[no-any-return]
-
-
-def unpack(db: str, key: Buf, raw: Buf | None) -> Any:
-    if raw is None:
-        raise CorruptRecord(f"{db} record {bytes(key).hex()} is missing")
-    try:
-        return msgpack.unpackb(raw, raw=False, strict_map_key=False)
-    except Exception as exc:
-        raise CorruptRecord(f"{db} record {bytes(key).hex()} does not decode: {exc!r}") from None
 
 
 def scan(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

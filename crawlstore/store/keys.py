@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import struct
 from collections.abc import Callable
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
-U64_MAX = 2**64 - 1
 
 #: What LMDB hands back: bytes (or a memoryview into the map with ``buffers=True``).
 Buf = bytes | memoryview
@@ -25,16 +23,6 @@ def read_u32(b: Buf, offset: int = 0) -> int:
 
 def read_u64(b: Buf, offset: int = 0) -> int:
     return int(_U64.unpack_from(b, offset)[0])
-
-
-def ms_up(t: float) -> int:
-    """Epoch seconds to whole milliseconds, rounded up (an entry keyed by it is never early),
-    clamped to the key range."""
-    if 0 <= t < 1e15:
-        return math.ceil(t * 1000)
-    if math.isnan(t):
-        raise ValueError("a time cannot be NaN")
-    return 0 if t < 0 else U64_MAX
 
 
 #: Keys longer than this (LMDB allows 511 bytes) hold a digest of their text part instead; a

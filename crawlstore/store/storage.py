@@ -32,19 +32,16 @@ import lmdb
 from ..errors import CorruptRecord, StoreError
 from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ..frontier.spi import (
-    ACTIVE,
-    DONE,
-    FAILED,
-    SKIPPED,
     Capabilities,
     CrawlRecord,
     LeaseRecord,
     QueueRecord,
     UrlRecord,
 )
+from ..storages.records import ORDER, decode_url, encode_url, ms_up
 from ..url import Fingerprint
 from . import keys
-from .codec import pack, scan, unpack
+from .codec import scan, unpack
 from .context import COUNTERS
 from .engine import Durability
 from .state import StoreStateMap
@@ -56,8 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["LmdbStorage"]
 
 _T = TypeVar("_T")
-STATES = ACTIVE | {DONE, FAILED, SKIPPED}
-_ORDER = struct.Struct(">IBQ")
 _LEASE = struct.Struct(">16sdqq4s")  # fingerprint, expiry, holder pid and start, nonce
 _U32 = struct.Struct(">I")
 _MS_SEQ = struct.Struct(">QQ")
@@ -86,27 +81,6 @@ def _memo(decode: Callable[[Any], _T]) -> Callable[[dict[str, Any]], _T]:
 
 _policy = _memo(CrawlPolicy.from_record)
 _defaults = _memo(Defaults.from_record)
-
-
-def decode_url(key: bytes, raw: bytes) -> UrlRecord:
-    """A URL record (``CorruptRecord`` naming the key when it is not one); its seed is decoded
-    when first read."""
-    try:
-        state, queue, where, created, outcome, kind, packed = unpack("urls", key, raw)
-        if state not in STATES or not isinstance(queue, str) or not isinstance(packed, bytes):
-            raise ValueError(f"state {state!r}, queue {queue!r}, seed {type(packed).__name__}")
-        if isinstance(where, list):
-            where = tuple(where)
-        if outcome is not None:
-            outcome = tuple(outcome)
-            if len(outcome) != 4:
-                raise ValueError(f"outcome {outcome!r}")
-        return UrlRecord(Fingerprint(key[4:]), None, state, queue, where, float(created),
-                         outcome, kind, packed=packed)  # fmt: skip
-    except CorruptRecord:
-        raise
-    except (TypeError, ValueError, IndexError) as exc:
-        raise CorruptRecord(f"urls record {key.hex()} is malformed: {exc!r}") from None
 
 
 class _Reader:
@@ -473,10 +447,10 @@ class LmdbStorage:
         qid, qkey, placed = queue.ref
         if event is None:
             index_key = None
-        elif placed is not None and not rotate and keys.read_u64(placed, 4) == keys.ms_up(event):
+        elif placed is not None and not rotate and keys.read_u64(placed, 4) == ms_up(event):
             index_key = placed
         else:
-            index_key = crawl.ref + _MS_SEQ.pack(keys.ms_up(event), ctx.next_seq(crawl.ref))
+            index_key = crawl.ref + _MS_SEQ.pack(ms_up(event), ctx.next_seq(crawl.ref))
         if index_key != placed:
             if placed is not None:
                 ctx.txn.delete(placed, db=self.dbs["ready"])
@@ -513,7 +487,7 @@ class LmdbStorage:
         # One indexed up to a millisecond ahead may come back; the core checks each queue's
         # exact time, and ``next_event`` (rounded up) is never early.
         cursor = self.cursor("ready")
-        now_ms = keys.ms_up(now)
+        now_ms = ms_up(now)
         out: list[QueueRecord] = []
         if not cursor.set_range(crawl.ref):
             return out
@@ -553,7 +527,7 @@ class LmdbStorage:
 
     def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
                 fp: bytes) -> None:  # fmt: skip
-        self.ctx().txn.put(queue.ref[1] + _ORDER.pack(*order), fp, db=self.dbs["pending"])
+        self.ctx().txn.put(queue.ref[1] + ORDER.pack(*order), fp, db=self.dbs["pending"])
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         cursor = self.ctx().cursor("pending")
@@ -568,7 +542,7 @@ class LmdbStorage:
         return out
 
     def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
-        self.ctx().txn.delete(queue.ref[1] + _ORDER.pack(*order), db=self.dbs["pending"])
+        self.ctx().txn.delete(queue.ref[1] + ORDER.pack(*order), db=self.dbs["pending"])
 
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
         ctx = self.ctx()
@@ -584,7 +558,7 @@ class LmdbStorage:
     @staticmethod
     def _expiry_key(crawl: CrawlRecord, token: bytes, expires: float) -> bytes:
         prefix: bytes = crawl.ref
-        return prefix + token[:4] + _MS_SEQ.pack(keys.ms_up(expires), keys.read_u64(token, 4))
+        return prefix + token[:4] + _MS_SEQ.pack(ms_up(expires), keys.read_u64(token, 4))
 
     def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
         if not isinstance(token, bytes) or len(token) != 16:
@@ -620,7 +594,7 @@ class LmdbStorage:
     def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
         cursor = self.cursor("expiries")
         qkey = queue.ref[1]
-        now_ms = keys.ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
+        now_ms = ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
         found = []
         if cursor.set_range(qkey):
             while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
@@ -654,7 +628,7 @@ class LmdbStorage:
     def _when_key(self, queue: QueueRecord, when: tuple[float, int]) -> bytes:
         at, seq = when
         qkey: bytes = queue.ref[1]
-        return qkey + _MS_SEQ.pack(keys.ms_up(at), seq)
+        return qkey + _MS_SEQ.pack(ms_up(at), seq)
 
     def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
                  fp: bytes) -> None:  # fmt: skip
@@ -667,7 +641,7 @@ class LmdbStorage:
     def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
         cursor = self.ctx().cursor("schedule")
         qkey = queue.ref[1]
-        now_ms = keys.ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
+        now_ms = ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
         out: list[tuple[Any, bytes]] = []
         if cursor.set_range(qkey):
             while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
@@ -689,7 +663,7 @@ class LmdbStorage:
     # -- URLs -----------------------------------------------------------------------------------
 
     def _url(self, crawl: CrawlRecord, fp: bytes, raw: bytes) -> UrlRecord:
-        url = decode_url(crawl.ref + fp, raw)
+        url = decode_url(fp, raw, crawl.ref + fp)
         url.ref = True  # stored: its queue lists it already
         return url
 
@@ -702,9 +676,7 @@ class LmdbStorage:
 
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         ctx = self.ctx()
-        value = pack([url.state, url.queue, url.where, url.created, url.outcome, url.kind,
-                      url.packed_seed()])  # fmt: skip
-        ctx.txn.put(crawl.ref + url.fp, value, db=self.dbs["urls"])
+        ctx.txn.put(crawl.ref + url.fp, encode_url(url), db=self.dbs["urls"])
         if url.ref is None:
             if queue.ref is None or queue.key != url.queue:
                 raise StoreError(f"URL {url.fp.hex()} saved before its queue {url.queue!r}")

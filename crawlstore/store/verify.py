@@ -24,11 +24,11 @@ import lmdb
 import lmdb.verify
 
 from ..errors import CrawlstoreError, OlderFormat
+from ..storages.records import decode_url
 from . import keys
 from .child import run_child
 from .codec import unpack
 from .context import COUNTERS
-from .storage import decode_url
 
 __all__ = ["verify"]
 
@@ -132,7 +132,7 @@ def _check_contents(
                 try:
                     record = unpack(name, key, raw)
                     if name == "urls":
-                        url = decode_url(bytes(key), bytes(raw))
+                        url = decode_url(bytes(key[4:]), bytes(raw), bytes(key))
                         url.seed  # noqa: B018  (decoded to check it)
                         revisits[bytes(key[:4])] += (
                             url.state == "scheduled" and url.kind == "revisit"
