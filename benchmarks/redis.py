@@ -524,7 +524,7 @@ def seen_memory(dep: Deployment, n: int) -> list[Footprint]:
                         ("set", 'crawlstore store.seen(kind="set")'),
                         ("bloom", "crawlstore store.seen(bloom=(n, 0.01))")):  # fmt: skip
         dep.reset()
-        store: Any = Store.open(dep.store_url(f"seen-{kind}"))  # a RedisStore: seen(kind=)
+        store: Any = Store.open(dep.store_url(f"seen-{kind}"))  # on Redis: seen(kind=)
         try:
             view = store.seen(bloom=(n, 0.01)) if kind == "bloom" else store.seen(kind=kind)
 

@@ -49,7 +49,7 @@ def bench_traps(prefixes: int, per_prefix: int) -> list[Result]:
     ]
     tmp = Path(tempfile.mkdtemp(prefix="crawlstore-bench-"))
     try:
-        with Store.open(tmp / "t.lmdb", durability="group") as store:
+        with Store.open(tmp / "t.lmdb", durability="nosync") as store:
             counter = iter(range(10**6))
 
             def on_store(avoid: bool) -> None:

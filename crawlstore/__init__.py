@@ -31,11 +31,20 @@ from .frontier import (
 )
 from .seed import Seed
 from .seen import BloomSeen, InMemSeen, SeenSet
-from .store import Durability, Store, StoreFrontier
+from .store import Durability, Store
 from .url import FINGERPRINT_VERSION, Fingerprint, canonicalize, fingerprint
 from .validators import InMemValidators, Validator
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    if name == "StoreFrontier":
+        from . import store
+
+        return store.__getattr__(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FINGERPRINT_VERSION",
@@ -69,7 +78,6 @@ __all__ = [
     "Snapshot",
     "Stats",
     "Store",
-    "StoreFrontier",
     "URLStatus",
     "Upcoming",
     "Validator",

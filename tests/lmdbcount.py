@@ -66,7 +66,7 @@ class _Txn:
 @contextlib.contextmanager
 def counting(store: Store) -> Iterator[Counter[str]]:
     """Count, by table, the cursor moves and point reads of every transaction begun inside."""
-    engine = store._engine
+    engine = store._storage.engine
     counts: Counter[str] = Counter()
     names = {id(db): name for name, db in engine.dbs.items()}
     begin = engine._begin

@@ -228,7 +228,7 @@ def test_deleting_a_crawl_drops_its_cached_bloom_chunks(store: Store) -> None:
         store.seen(crawl="x", bloom=(1000, 0.01)).insert(b"a" * 16)
         store.delete_crawl("x")
     assert store.crawls() == []
-    engine = store._engine
+    engine = store._storage.engine
     rows = engine.read(lambda txn: list(txn.cursor(db=engine.dbs["bloom"])))
     assert rows == []
 

@@ -21,12 +21,11 @@ from crawlstore import (
     Snapshot,
     Stats,
     Store,
-    StoreFrontier,
     Validator,
     Worker,
 )
 from crawlstore.integrations import httpx as httpx_glue
-from crawlstore.redis import RedisBloomSeen, RedisSeen, RedisStore, RedisValidators
+from crawlstore.redis import RedisBloomSeen, RedisSeen, RedisValidators
 from crawlstore.revalidate import Revalidate
 from crawlstore.store import StoreBloomSeen, StoreSeen, StoreValidators
 
@@ -34,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 TEXT = "\n".join(p.read_text() for p in DOCS)
 
-CLASSES = [Frontier, InMemFrontier, Store, StoreFrontier, StoreSeen, StoreBloomSeen,
+CLASSES = [Frontier, InMemFrontier, Store, StoreSeen, StoreBloomSeen,
            StoreValidators, InMemSeen, BloomSeen, InMemValidators, Revalidate, Snapshot, Stats,
-           Validator, Seed, ManualClock, Worker, AsyncWorker, RedisStore, RedisSeen,
+           Validator, Seed, ManualClock, Worker, AsyncWorker, RedisSeen,
            RedisBloomSeen, RedisValidators]  # fmt: skip
 
 

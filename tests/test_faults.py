@@ -207,7 +207,7 @@ def test_stale_reader_slots_and_a_writer_killed_mid_transaction(tmp_path: Path) 
     pid = os.fork()
     if pid == 0:  # holds a read snapshot and the writer lock, then is killed
         store = Store.open(path)
-        reader = store._engine.env.begin()  # noqa: F841 - a reader slot left behind
+        reader = store._storage.engine.env.begin()  # noqa: F841 - a reader slot left behind
         with store.transaction():
             store.frontier().push(Seed.get("https://example.com/never-committed"))
             os.write(write_fd, b"x")
@@ -218,7 +218,7 @@ def test_stale_reader_slots_and_a_writer_killed_mid_transaction(tmp_path: Path) 
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     with Store.open(path) as store:  # no repair, no wait on the dead writer's lock
-        assert str(pid) not in store._engine.env.readers()  # the stale slot was cleared
+        assert str(pid) not in store._storage.engine.env.readers()  # the stale slot was cleared
         f = store.frontier()
         assert len(f) == 10
         f.push(Seed.get("https://example.com/after"))
@@ -319,7 +319,7 @@ for readonly in (False, True):
     try:
         with Store.open(path, readonly=readonly) as store:
             f = store.frontier()
-            print("opened", readonly, len(f), f.stats().admitted, store._engine.lockless)
+            print("opened", readonly, len(f), f.stats().admitted, store._storage.engine.lockless)
             try:
                 f.push(Seed.get("https://example.com/x"))
             except ReadOnlyStore:
@@ -405,7 +405,7 @@ import sys
 from crawlstore import Store
 from crawlstore.errors import StoreError
 with Store.open(sys.argv[1], readonly=True) as store:
-    engine = store._engine
+    engine = store._storage.engine
     assert engine.lockless
     def slow_read(txn):
         print("reading", flush=True)

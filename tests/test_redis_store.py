@@ -8,7 +8,7 @@ from conftest import seed
 from redis_servers import Node
 
 from crawlstore import Store
-from crawlstore.errors import InvalidArgument, NotAStore, ReadOnlyStore
+from crawlstore.errors import InvalidArgument, NotAStore, ReadOnlyStore, StoreError
 
 BAD = [
     ("redis://127.0.0.1:{port}/0?ns=a{{b}}", "ns is"),
@@ -52,3 +52,20 @@ def test_a_bloom_seen_set_is_not_exported(redis_url: str) -> None:
         store.seen(bloom=(1000, 0.01)).insert(seed("a").fingerprint)
         with pytest.raises(InvalidArgument, match="Bloom"):
             list(store.export())
+
+
+@pytest.mark.parametrize(("name", "value"), [("map_size", 2**20), ("max_map_size", 2**30),
+                                             ("flush_interval", 2.0)])  # fmt: skip
+def test_an_option_of_a_file_is_refused_by_name(redis_url: str, name: str, value: float) -> None:
+    with pytest.raises(InvalidArgument, match=f"{name} applies to a store in a file"):
+        Store.open(redis_url, **{name: value})  # type: ignore[arg-type]
+
+
+def test_a_store_on_redis_is_the_one_store(redis_url: str) -> None:
+    with Store.open(redis_url) as store:
+        assert type(store) is Store
+        assert store.location == store.url and store.location.startswith("redis://")
+        with pytest.raises(StoreError, match="no path"):
+            store.path  # noqa: B018
+        with pytest.raises(StoreError, match="RDB or AOF"):
+            store.backup("never")

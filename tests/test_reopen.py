@@ -134,9 +134,9 @@ from crawlstore.errors import CrawlstoreError
 for path in sys.argv[1:]:
     try:
         with Store.open(path, readonly=True) as store:
-            env, digest = store._engine.env, hashlib.sha256()
+            env, digest = store._storage.engine.env, hashlib.sha256()
             with env.begin() as txn:
-                for name, db in sorted(store._engine.dbs.items()):
+                for name, db in sorted(store._storage.engine.dbs.items()):
                     for key, value in txn.cursor(db=db):
                         digest.update(name.encode() + key + value)
             for crawl in store.crawls():

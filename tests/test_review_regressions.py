@@ -21,7 +21,7 @@ def open_store(path: Path, clock: ManualClock, **options: object) -> Store:
 def test_no_record_cache_after_an_empty_commit(tmp_path: Path, clock: ManualClock) -> None:
     store = open_store(tmp_path / "s.lmdb", clock)
     store.frontier().push(seed("a"))
-    engine = store._engine
+    engine = store._storage.engine
     assert engine._records_txnid != -1  # a commit that wrote keeps its records...
     with store.transaction():
         pass
@@ -219,7 +219,7 @@ def test_deleting_a_missing_record_is_no_write(tmp_path: Path) -> None:
     # after another process's commit, which gets that id.
     with Store.open(tmp_path / "s.lmdb") as store:
         store.frontier().push(Seed.get("https://a.example/1"))
-        engine = store._engine
+        engine = store._storage.engine
         with store.transaction():
             ctx = engine.current
             assert ctx is not None

@@ -25,6 +25,7 @@ from crawlstore import (
 from crawlstore.errors import (
     CorruptRecord,
     IncompatibleStore,
+    InvalidArgument,
     NotAStore,
     NotInFlight,
     PolicyConflict,
@@ -406,3 +407,27 @@ def test_store_rejects_use_in_a_forked_child(tmp_path: Path, clock: ManualClock)
 def test_in_memory_seen_set_works_with_a_store_frontier(store: Store) -> None:
     f = store.frontier().dedup_with(InMemSeen())
     assert f.push(seed("a")) and not f.push(seed("a"))
+
+
+def test_the_old_names_of_the_store_s_classes_work_and_warn(tmp_path: Path) -> None:
+    import crawlstore
+    import crawlstore.redis
+    from crawlstore.frontier import CoreFrontier
+
+    with pytest.warns(DeprecationWarning, match="StoreFrontier is CoreFrontier"):
+        old_frontier = crawlstore.StoreFrontier  # type: ignore[attr-defined]
+    with pytest.warns(DeprecationWarning, match="RedisStore is Store"):
+        old_store = crawlstore.redis.RedisStore  # type: ignore[attr-defined]
+    assert old_frontier is CoreFrontier and old_store is Store
+    with Store.open(tmp_path / "s.lmdb") as store:
+        assert isinstance(store.frontier(), old_frontier)
+    with pytest.raises(AttributeError):
+        crawlstore.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_a_file_s_seen_set_has_one_kind(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.lmdb") as store:
+        store.seen(kind="exact").insert(seed("a").fingerprint)
+        assert seed("a").fingerprint in store.seen()
+        with pytest.raises(InvalidArgument, match="'exact'"):
+            store.seen(kind="packed")

@@ -29,12 +29,12 @@ def test_units_of_callers_waiting_together_commit_as_one_group(tmp_path: Path) -
             assert all(isinstance(r, Ready) for r in got)
             gate = threading.Event()
             hold = worker.submit(gate.wait)  # keeps the writer busy while the units queue up
-            before = store._engine.env.info()["last_txnid"]
+            before = store._storage.engine.env.info()["last_txnid"]
             futures = [worker.finish(Done(r.seed), links(n + 1, 3)) for n, r in enumerate(got) if r]
             gate.set()
             results = [f.result(timeout=10) for f in futures]
             assert hold.result(timeout=10) is True
-            commits = store._engine.env.info()["last_txnid"] - before
+            commits = store._storage.engine.env.info()["last_txnid"] - before
         assert all(len(r) == 3 and all(r) for r in results)
         assert commits <= 2  # the held unit's group, then the 40 units' group
         assert frontier.stats().done == 40 and frontier.stats().admitted == 40 + 120

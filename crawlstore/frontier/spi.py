@@ -13,15 +13,21 @@ Storages in this package: ``frontier.memory.MemoryStorage`` and the store's ``Lm
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+import enum
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgpack
 
 from ..errors import CorruptRecord
 from ..seed import Seed
 from .policy import CrawlPolicy, Defaults
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from .core import CoreFrontier
 
 #: One packer for every seed record (it calls no Python code: threads may share it).
 _PACK = msgpack.Packer(use_bin_type=True).pack
@@ -30,9 +36,12 @@ __all__ = [
     "ACTIVE",
     "Capabilities",
     "CrawlRecord",
+    "Durability",
     "LeaseRecord",
     "QueueRecord",
     "Storage",
+    "StoreFile",
+    "StoreStorage",
     "UrlRecord",
 ]
 
@@ -50,6 +59,21 @@ COUNTS = ("admitted", "popped", "done", "failed", "skipped", "retried", "unchang
 #: Gauges of the URLs whose visit ended, by how (a queue's and the crawl's): what
 #: ``count(state="done")`` reads. ``done`` above counts reports, a revisited URL at each visit.
 FINISHED = {DONE: "urls:done", FAILED: "urls:failed", SKIPPED: "urls:skipped"}
+
+
+class Durability(str, enum.Enum):
+    """What a commit promises. Every mode survives a killed process with nothing lost."""
+
+    #: fsync data and meta page at every commit: a power loss loses nothing committed.
+    FULL = "full"
+    #: fsync data at every commit, not the meta page: a power loss may roll back the last
+    #: commits, never corrupts. The default.
+    SAFE = "safe"
+    #: no fsync at commit: commits reach the OS at once (a killed process loses nothing), a
+    #: flush every ``flush_interval`` seconds reaches the disk. A power loss or an OS crash
+    #: loses up to that interval and, as LMDB documents, **may corrupt the file**: for crawls
+    #: that can start again, or from a backup, if the machine goes down. Never the default.
+    NOSYNC = "nosync"
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +254,22 @@ class Reader(Protocol):
     def close(self) -> None: ...
 
 
+class StoreFile(Protocol):
+    """What only a store in a file can do. A storage without a file has one whose every
+    member raises ``StoreError`` saying what to use instead."""
+
+    @property
+    def path(self) -> Path: ...
+    def size(self) -> int:
+        """Bytes the file takes."""
+
+    def records_size(self) -> int:
+        """Bytes of the file's pages that hold records now."""
+
+    def backup(self, target: Path, *, compact: bool) -> None:
+        """A consistent copy of what is committed, at ``target`` (which does not exist)."""
+
+
 class Storage(Protocol):
     """What the core needs of a storage. Every method but ``run``, ``view``,
     ``scratch`` and ``transaction`` is called inside one of them; the ones that change data
@@ -360,3 +400,52 @@ class Storage(Protocol):
 
     def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
         """Every URL of the crawl, or of one queue, in fingerprint order (inside ``read``)."""
+
+
+class StoreStorage(Storage, Protocol):
+    """A storage that ``Store`` opens: the core's storage, and what the store asks of it."""
+
+    #: Where the store is: a file's path, a server's URL without its password.
+    location: str
+    readonly: bool
+    durability: Durability
+
+    @property
+    def file(self) -> StoreFile:
+        """What a file store has and a server has not."""
+
+    @property
+    def fingerprint(self) -> int:
+        """The fingerprint version the store's records hold: older than this crawlstore's
+        only in a store that ``Store.open`` migrates in place."""
+
+    def set_fingerprint(self, version: int) -> None:
+        """Record the fingerprint version the records now hold (a migration's end)."""
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The store's format version, fingerprint version and creation time."""
+
+    def close(self) -> None: ...
+
+    def seen_view(
+        self, crawl: str, clock: Clock, bloom: tuple[int, float] | None, kind: str | None
+    ) -> Any:
+        """The crawl's exact seen set (of ``kind``, where the storage keeps several), or its
+        Bloom filter with ``bloom=(expected, fp_rate)``."""
+
+    def seen_kind(self, crawl: str) -> tuple[str, tuple[int, float] | None]:
+        """How the crawl keeps its seen set: (kind, None) for an exact one, ("bloom",
+        (expected, fp_rate)), ("", None) before its first insert."""
+
+    def validators_view(self, crawl: str, clock: Clock) -> Any: ...
+    def export_crawl(self, frontier: CoreFrontier) -> Iterator[dict[str, Any]]: ...
+    def load_crawl(
+        self,
+        frontier_of: Callable[[str], CoreFrontier],
+        records: Iterable[dict[str, Any]],
+        crawl: str | None,
+        clock: Clock,
+    ) -> str: ...
+    def crawl_holds(self, crawl: str) -> bool:
+        """Whether the crawl holds anything (a frontier, seen set or validators)."""

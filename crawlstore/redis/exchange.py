@@ -14,7 +14,7 @@ from ..store.exchange import fingerprint, load_records
 from .views import SEEN_KINDS, RedisSeen, RedisValidators
 
 if TYPE_CHECKING:
-    from ..store.frontier import StoreFrontier
+    from ..frontier.core import CoreFrontier
     from .storage import RedisStorage
 
 __all__ = ["crawl_holds", "export_crawl", "load_crawl"]
@@ -22,7 +22,7 @@ __all__ = ["crawl_holds", "export_crawl", "load_crawl"]
 _SEEN_BATCH = 4096
 
 
-def export_crawl(storage: RedisStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+def export_crawl(storage: RedisStorage, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
     return in_reader(storage, lambda: with_end(_records(storage, frontier)))
 
 
@@ -38,7 +38,7 @@ def _seen_kind(storage: RedisStorage, name: str) -> str | None:
     return kind.decode() if kind is not None else None
 
 
-def _records(storage: RedisStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+def _records(storage: RedisStorage, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
     name = frontier.core.name
     yield from export_frontier(frontier.core)
     crawl = storage.crawl(name)
@@ -81,7 +81,7 @@ def crawl_holds(storage: RedisStorage, name: str) -> bool:
 
 def load_crawl(
     storage: RedisStorage,
-    frontier_of: Callable[[str], StoreFrontier],
+    frontier_of: Callable[[str], CoreFrontier],
     records: Iterable[dict[str, Any]],
     crawl: str | None,
     clock: Callable[[], float],

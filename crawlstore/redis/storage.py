@@ -33,8 +33,8 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import mmh3
 import msgpack
@@ -49,11 +49,24 @@ from ..errors import (
     StoreError,
 )
 from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
-from ..frontier.spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UrlRecord
+from ..frontier.spi import (
+    Capabilities,
+    CrawlRecord,
+    Durability,
+    LeaseRecord,
+    QueueRecord,
+    UrlRecord,
+)
 from ..storages.records import ORDER, decode_url, encode_url, ms_up
 from ..url import FINGERPRINT_VERSION, Fingerprint
+from .file import NoFile
 from .server import FENCE, Server
 from .unit import Cache, Unit
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..frontier.core import CoreFrontier
+    from .views import RedisBloomSeen, RedisSeen, RedisValidators
 
 __all__ = ["FORMAT_VERSION", "RedisStorage"]
 
@@ -116,9 +129,48 @@ class RedisStorage:
         self._names: dict[tuple[int, str, bytes], bytes] = {}
         #: Leading bytes of a fingerprint its bucket decides.
         self.fp_skip = (self.buckets.bit_length() - 1) // 8
+        self.location = str(address)
+        self.durability = Durability.FULL if address.strict else Durability.SAFE
+        self.file = NoFile(self.location)
 
     def __repr__(self) -> str:
         return f"RedisStorage({str(self.server.address)!r})"
+
+    # -- the store ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.server.close()
+
+    def seen_view(self, crawl: str, clock: Clock, bloom: tuple[int, float] | None,
+                  kind: str | None) -> RedisSeen | RedisBloomSeen:  # fmt: skip
+        from .views import RedisBloomSeen, RedisSeen
+
+        if bloom is None:
+            return RedisSeen(self, crawl, clock, kind or "packed")
+        expected, fp_rate = bloom
+        return RedisBloomSeen(self, crawl, clock, expected, fp_rate)
+
+    def validators_view(self, crawl: str, clock: Clock) -> RedisValidators:
+        from .views import RedisValidators
+
+        return RedisValidators(self, crawl, clock)
+
+    def export_crawl(self, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
+        from .exchange import export_crawl
+
+        return export_crawl(self, frontier)
+
+    def load_crawl(self, frontier_of: Callable[[str], CoreFrontier],
+                   records: Iterable[dict[str, Any]], crawl: str | None,
+                   clock: Clock) -> str:  # fmt: skip
+        from .exchange import load_crawl
+
+        return load_crawl(self, frontier_of, records, crawl, clock)
+
+    def crawl_holds(self, crawl: str) -> bool:
+        from .exchange import crawl_holds
+
+        return crawl_holds(self, crawl)
 
     # -- the store's record ---------------------------------------------------------------------
 
@@ -160,18 +212,19 @@ class RedisStorage:
         self.meta["fingerprint"] = str(version)
         self.fingerprint = version
 
-    def seen_kind(self, crawl: str) -> tuple[str, Any]:
+    def seen_kind(self, crawl: str) -> tuple[str, tuple[int, float] | None]:
         """How the crawl keeps its seen set: ``("packed" | "set", None)``, ``("bloom",
-        [expected, fp_rate, bits, hashes])``, or ``("", None)`` before its first insert."""
+        (expected, fp_rate))``, or ``("", None)`` before its first insert."""
 
-        def read() -> tuple[str, Any]:
+        def read() -> tuple[str, tuple[int, float] | None]:
             record = self.crawl(crawl)
             if record is None:
                 return "", None
             totals = self._crawl_tag(record) + b":t"
             bloom = self.u().hget(totals, b"~bloom")
             if bloom is not None:
-                return "bloom", _unpack(bloom)
+                params = _unpack(bloom)
+                return "bloom", (params[0], params[1])
             kind = self.u().hget(totals, b"~seen")
             return (kind.decode() if kind is not None else ""), None
 

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.pqueues import QueueProtocol
 
-    from ..store import Store, StoreFrontier
+    from ..frontier.core import CoreFrontier
+    from ..store import Store
 
 __all__ = ["JobdirImport", "import_jobdir", "read_fingerprints", "read_requests"]
 
@@ -317,7 +318,7 @@ def import_jobdir(
                         counts["duplicates"], counts["fingerprints"])  # fmt: skip
 
 
-def _push(frontier: StoreFrontier, batch: list[Seed], counts: Counter[str]) -> None:
+def _push(frontier: CoreFrontier, batch: list[Seed], counts: Counter[str]) -> None:
     for seed, admission in zip(batch, frontier.push_many(batch), strict=True):
         if admission:
             counts["queued"] += 1

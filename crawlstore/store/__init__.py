@@ -1,28 +1,27 @@
-"""``Store``: one LMDB file holding crawls: their frontier, seen set and validators."""
+"""``Store``: crawls (their frontier, seen set and validators) in one file, or on a Redis server
+or cluster: one façade over whichever storage the target names."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, overload
-
-import lmdb
+from typing import Any, Literal
 
 from ..clock import Clock, system_clock
 from ..errors import InvalidArgument, StoreError
-from ..frontier.core import set_defaults
+from ..frontier.core import CoreFrontier, set_defaults
 from ..frontier.policy import Defaults
-from ..frontier.protocol import _UNSET, QueueInfo, check_time
-from .backup import copy_compacted
-from .engine import DATABASES, FORMAT_VERSION, Durability, Engine
-from .exchange import crawl_holds, export_store, load_store, new_crawl
-from .frontier import StoreFrontier
+from ..frontier.protocol import _UNSET, QueueInfo
+from ..frontier.refingerprint import carry_over, refingerprint
+from ..frontier.spi import Durability, StoreStorage
+from ..url import FINGERPRINT_VERSION
+from .engine import FORMAT_VERSION
+from .exchange import new_crawl
 from .seen import StoreBloomSeen, StoreSeen
-from .storage import LmdbStorage
 from .validators import StoreValidators
 from .verify import verify
 
@@ -32,17 +31,23 @@ __all__ = [
     "QueueInfo",
     "Store",
     "StoreBloomSeen",
-    "StoreFrontier",
     "StoreSeen",
     "StoreValidators",
     "verify",
 ]
 
-_DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
-#: URL schemes of stores on a Redis server or cluster (``crawlstore.redis``).
+#: URL schemes of stores on a Redis server or cluster.
 _REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 #: The longest crawl name, in UTF-8 bytes (names are keys).
 MAX_CRAWL_NAME = 200
+
+
+def __getattr__(name: str) -> Any:
+    if name == "StoreFrontier":
+        warnings.warn("StoreFrontier is CoreFrontier, what store.frontier() returns; the name "
+                      "goes in the next release", DeprecationWarning, stacklevel=2)  # fmt: skip
+        return CoreFrontier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _durability(value: Durability | str) -> Durability:
@@ -60,15 +65,16 @@ def _durability(value: Durability | str) -> Durability:
 
 
 class Store:
-    """A crawl-state store in one file (plus LMDB's ``-lock`` file beside it).
+    """A crawl-state store: in one file (plus LMDB's ``-lock`` file beside it), or on a Redis
+    server or cluster.
 
-    Open it with ``Store.open(path)``; it is a context manager. Several processes may open one
-    file at once; within a process, every ``Store`` on a file shares one LMDB environment.
+    Open it with ``Store.open(path)`` or ``Store.open(url)``; it is a context manager. Several
+    processes may open one store at once; within a process, every ``Store`` on a file shares
+    one LMDB environment.
     """
 
-    def __init__(self, engine: Engine, clock: Clock) -> None:
-        self._engine = engine
-        self._storage = LmdbStorage(engine)
+    def __init__(self, storage: StoreStorage, clock: Clock) -> None:
+        self._storage = storage
         self.clock = clock
         self._closed = False
 
@@ -80,80 +86,85 @@ class Store:
         durability: Durability | str = Durability.SAFE,
         clock: Clock = system_clock,
         readonly: bool = False,
-        map_size: int = 64 * 2**20,
-        max_map_size: int = _DEFAULT_MAX_MAP,
-        flush_interval: float = 1.0,
+        map_size: int | None = None,
+        max_map_size: int | None = None,
+        flush_interval: float | None = None,
     ) -> Store:
-        """Open (or create) the store at ``path``; a URL ``redis://host:port/?ns=name`` or
-        ``redis+cluster://host:port/?ns=name`` opens a store on Redis (``RedisStore``).
+        """Open (or create) the store at ``path``, a file; or at a URL
+        ``redis://host:port/?ns=name`` (``rediss://`` with TLS) or
+        ``redis+cluster://host:port/?ns=name`` (``rediss+cluster://``), a store on Redis.
 
         ``durability``: ``"safe"`` (default: a power loss may lose the last commit, never
         corrupts), ``"full"`` or ``"nosync"`` (may corrupt on power loss), see ``Durability``.
         Group commit, which gives "safe" batch speed, is ``frontier.worker()``.
-        ``map_size`` is where the memory map starts; it grows by itself up to ``max_map_size``,
-        past which writes raise ``StoreFull``. ``readonly=True`` inspects a store while a crawl
-        writes to it. Raises ``NotAStore`` or ``IncompatibleStore`` without touching the file.
+        A file's memory map starts at ``map_size`` (64 MiB) and grows by itself up to
+        ``max_map_size`` (1 TiB), past which writes raise ``StoreFull``; ``flush_interval``
+        (1 second) is how often a "nosync" file is flushed to disk. These three apply to a
+        file only: given for a store on Redis, they raise ``InvalidArgument``.
+        ``readonly=True`` inspects a store while a crawl writes to it. Raises ``NotAStore`` or
+        ``IncompatibleStore`` without touching the store.
         """
-        if isinstance(path, str) and path.partition("://")[0] in _REDIS_SCHEMES:
-            from ..redis import RedisStore
-
-            if durability != Durability.SAFE:
-                raise InvalidArgument(
-                    "a store on Redis takes its durability from its servers: add strict=1 to "
-                    "the URL for commits that a replica has too (see the Redis guide)"
-                )
-            return RedisStore.open_url(path, clock=clock, readonly=readonly)
-        mode = _durability(durability)
         if not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
-        if map_size <= 0 or max_map_size <= 0:
-            raise InvalidArgument(f"map sizes must be positive: {map_size}, {max_map_size}")
-        if check_time("flush_interval", flush_interval, minimum=0) == 0:
-            raise InvalidArgument("flush_interval must be more than 0 seconds")
-        engine = Engine.acquire(
-            path,
-            durability=mode,
-            readonly=readonly,
-            map_size=min(map_size, max_map_size),
-            max_map_size=max_map_size,
-            flush_interval=flush_interval,
-        )
-        return cls(engine, clock)
+        mode = _durability(durability)
+        options = {name: value for name, value in (("map_size", map_size),
+                   ("max_map_size", max_map_size), ("flush_interval", flush_interval))
+                   if value is not None}  # fmt: skip
+        storage: StoreStorage
+        if isinstance(path, str) and path.partition("://")[0] in _REDIS_SCHEMES:
+            from ..redis.opener import open_url
+
+            storage = open_url(path, durability=mode, readonly=readonly, options=options)
+        else:
+            from .opener import open_file
+
+            storage = open_file(path, durability=mode, readonly=readonly, options=options)
+        store = cls(storage, clock)
+        if storage.fingerprint < FINGERPRINT_VERSION:
+            migrate_fingerprints(store)
+        return store
 
     # -- properties -----------------------------------------------------------------------------
 
     @property
     def path(self) -> Path:
-        return self._engine.path
+        """The store's file (a store on Redis raises ``StoreError``: see ``location``)."""
+        return self._storage.file.path
 
     @property
     def location(self) -> str:
         """Where the store is: its file's path, or the URL of its server (no password)."""
-        return str(self.path)
+        return self._storage.location
+
+    @property
+    def url(self) -> str:
+        """Where the store is (``location``): the name a store on Redis had."""
+        return self._storage.location
 
     @property
     def readonly(self) -> bool:
-        return self._engine.readonly
+        return self._storage.readonly
 
     @property
     def durability(self) -> Durability:
-        return self._engine.durability
+        return self._storage.durability
 
     @property
     def meta(self) -> dict[str, Any]:
-        """Format version, fingerprint version and creation time of the file."""
-        return dict(self._engine.meta)
+        """Format version, fingerprint version and creation time of the store."""
+        return dict(self._storage.meta)
 
     def file_size(self) -> int:
-        """Bytes the data file uses (LMDB never shrinks it; see ``backup``)."""
-        return self._engine.used_bytes()
+        """Bytes the data file uses (LMDB never shrinks it; see ``backup``). A store on Redis
+        raises ``StoreError``."""
+        return self._storage.file.size()
 
     def records_size(self) -> int:
         """Bytes of the file's pages that hold its records now: about what a compacted
         ``backup`` takes. The rest of ``file_size()`` is free pages, which LMDB reuses before
         it grows the file."""
         self._check_open()
-        return self._engine.record_bytes()
+        return self._storage.file.records_size()
 
     # -- crawls ---------------------------------------------------------------------------------
 
@@ -172,8 +183,8 @@ class Store:
         self._check_open()
         return self._export(self.frontier(crawl=self._check_name(crawl)))
 
-    def _export(self, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
-        return export_store(self._storage, frontier)
+    def _export(self, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
+        return self._storage.export_crawl(frontier)
 
     def load(self, records: Iterable[dict[str, Any]], *, crawl: str | None = None) -> str:
         """Load an export into a crawl that holds nothing yet (the export's name unless
@@ -184,9 +195,10 @@ class Store:
         return self._load(records, crawl)
 
     def _load(self, records: Iterable[dict[str, Any]], crawl: str | None) -> str:
-        return load_store(self._storage, lambda name: self.frontier(crawl=name), records, crawl)
+        return self._storage.load_crawl(lambda name: self.frontier(crawl=name), records, crawl,
+                                        self.clock)  # fmt: skip
 
-    def new_crawl(self, name: str) -> contextlib.AbstractContextManager[StoreFrontier]:
+    def new_crawl(self, name: str) -> contextlib.AbstractContextManager[CoreFrontier]:
         """Fill a crawl that holds nothing yet from another source (``load`` for anything but
         an export): the block gets the crawl's frontier and writes its seeds, seen set and
         facade state, as many transactions as it likes. A crawl that holds something raises
@@ -197,7 +209,7 @@ class Store:
 
     def _holds(self, name: str) -> bool:
         """Whether the crawl holds anything (a frontier, seen set or validators)."""
-        return crawl_holds(self._storage, name)
+        return self._storage.crawl_holds(name)
 
     def defaults(self) -> Defaults:
         """The store-wide policy every crawl inherits where it sets no value of its own."""
@@ -244,7 +256,7 @@ class Store:
         max_in_flight: int | Literal["auto"] | None = _UNSET,
         lease_time: float | None = _UNSET,
         reap_interval: float = 10.0,
-    ) -> StoreFrontier:
+    ) -> CoreFrontier:
         """The crawl's persistent frontier; every facade wraps it.
 
         ``order``: ``"priority"`` (the default), ``"fifo"`` or ``"lifo"``, and ``queues``:
@@ -258,7 +270,7 @@ class Store:
         sooner, checked every ``reap_interval`` seconds.
         """
         self._check_open()
-        return StoreFrontier(
+        return CoreFrontier(
             self._storage,
             crawl=self._check_name(crawl),
             clock=self.clock,
@@ -270,73 +282,48 @@ class Store:
             reap_interval=reap_interval,
         )
 
-    @overload
-    def seen(self, *, crawl: str = "default", bloom: None = None) -> StoreSeen: ...
-
-    @overload
-    def seen(self, *, crawl: str = "default", bloom: tuple[int, float]) -> StoreBloomSeen: ...
-
     def seen(
-        self, *, crawl: str = "default", bloom: tuple[int, float] | None = None
-    ) -> StoreSeen | StoreBloomSeen:
-        """The crawl's exact seen set, or with ``bloom=(expected, fp_rate)`` its Bloom filter."""
+        self, *, crawl: str = "default", bloom: tuple[int, float] | None = None,
+        kind: str | None = None,
+    ) -> Any:  # fmt: skip
+        r"""The crawl's exact seen set, or with ``bloom=(expected, fp_rate)`` its Bloom filter.
+        A store on Redis keeps an exact one of two ``kind``\ s: ``"packed"`` (the default, about
+        22 bytes of RAM a URL) or ``"set"`` (about 75); a file keeps one kind, ``"exact"``."""
         self._check_open()
-        name = self._check_name(crawl)
-        if bloom is None:
-            return StoreSeen(self._storage, name, self.clock)
-        expected, fp_rate = bloom
-        return StoreBloomSeen(self._storage, name, self.clock, expected, fp_rate)
+        return self._storage.seen_view(self._check_name(crawl), self.clock, bloom, kind)
 
-    def validators(self, *, crawl: str = "default") -> StoreValidators:
+    def validators(self, *, crawl: str = "default") -> Any:
         """The crawl's validators (ETag, Last-Modified) by request fingerprint."""
         self._check_open()
-        return StoreValidators(self._storage, self._check_name(crawl), self.clock)
+        return self._storage.validators_view(self._check_name(crawl), self.clock)
 
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """Group operations of every view into one atomic commit; nested use joins, an
         exception rolls everything back."""
         self._check_open()
-        return self._engine.transaction()
+        return self._storage.transaction()
 
     def backup(self, path: str | os.PathLike[str], *, compact: bool = True) -> None:
         """Write a consistent copy of what is committed (one read snapshot) to ``path`` while
         crawls go on writing. ``compact``: only the records, in full pages (the file at rest);
-        without it, LMDB's page-for-page copy, free pages included."""
+        without it, LMDB's page-for-page copy, free pages included. A store on Redis raises
+        ``StoreError``: it is backed up by its servers."""
         target = Path(path)
         if target.exists():
             raise StoreError(f"{target} exists: a backup never overwrites a file")
         self._check_open()
-        engine = self._engine
-        if not compact:
-            try:
-                engine.env.copy(str(target))
-            except lmdb.Error as exc:
-                raise StoreError(f"backup to {target} failed: {exc}") from None
-            return
-        tables = {
-            name: (engine.dbs[name], flags)
-            for name, flags in DATABASES.items()
-            if name in engine.dbs  # a table an older file lacks is created when opened
-        }
-
-        def copy(txn: lmdb.Transaction) -> None:
-            try:
-                copy_compacted(txn, tables, target, engine.used_bytes())
-            except lmdb.Error as exc:  # the copy's own errors, not the store's
-                raise StoreError(f"backup to {target} failed: {exc}") from None
-
-        engine.read_committed(copy)  # never the caller's uncommitted transaction
+        self._storage.file.backup(target, compact=compact)
 
     # -- lifetime -------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreError(f"{self.path}: the store is closed")
+            raise StoreError(f"{self.location}: the store is closed")
 
     def close(self) -> None:
         """Close the store (the end of ``with``); its views raise ``StoreError`` afterwards."""
         if not self._closed:
-            self._engine.release()
+            self._storage.close()
             self._closed = True
 
     def __enter__(self) -> Store:
@@ -352,4 +339,28 @@ class Store:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else self.durability.value
-        return f"<Store {str(self.path)!r} {state}{' readonly' if self.readonly else ''}>"
+        return f"<Store {self.location!r} {state}{' readonly' if self.readonly else ''}>"
+
+
+def migrate_fingerprints(store: Store, crawls: list[str] | None = None) -> list[str]:
+    """Move every crawl's URLs (or those of ``crawls``) to this crawlstore's fingerprints, with
+    their seen set and validators, a crawl a unit (so a migration cut short is taken up by the
+    next open); record the version last. The crawls."""
+    storage = store._storage
+    names = store.crawls() if crawls is None else crawls
+    for name in names:
+        with store.transaction():
+            moved = refingerprint(store.frontier(crawl=name).core)
+            carry_fingerprints(store, name, moved)
+    storage.set_fingerprint(FINGERPRINT_VERSION)
+    return names
+
+
+def carry_fingerprints(store: Store, crawl: str, moved: dict[bytes, bytes]) -> None:
+    """The new fingerprints of ``moved`` beside the old ones in the crawl's seen set (of the
+    kind it has) and validators."""
+    if moved:
+        kind, bloom = store._storage.seen_kind(crawl)
+        exact = kind if bloom is None else None
+        seen = store._storage.seen_view(crawl, store.clock, bloom, exact) if kind else None
+        carry_over(moved, seen, store.validators(crawl=crawl))

@@ -6,7 +6,6 @@ file, one shared environment per file per process (``registry``), running write 
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 import threading
 import time
@@ -27,6 +26,7 @@ from ..errors import (
     StoreError,
     StoreFull,
 )
+from ..frontier.spi import Durability
 from ..url import FINGERPRINT_VERSION
 from .access import lock_holder, why_unwritable
 from .codec import pack, unpack
@@ -81,21 +81,6 @@ _DAMAGE = (
     lmdb.IncompatibleError,
     lmdb.ProblemError,
 )
-
-
-class Durability(str, enum.Enum):
-    """What a commit promises. Every mode survives a killed process with nothing lost."""
-
-    #: fsync data and meta page at every commit: a power loss loses nothing committed.
-    FULL = "full"
-    #: fsync data at every commit, not the meta page: a power loss may roll back the last
-    #: commits, never corrupts. The default.
-    SAFE = "safe"
-    #: no fsync at commit: commits reach the OS at once (a killed process loses nothing), a
-    #: flush every ``flush_interval`` seconds reaches the disk. A power loss or an OS crash
-    #: loses up to that interval and, as LMDB documents, **may corrupt the file**: for crawls
-    #: that can start again, or from a backup, if the machine goes down. Never the default.
-    NOSYNC = "nosync"
 
 
 def _unwritable(exc: lmdb.Error) -> bool:

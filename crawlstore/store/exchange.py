@@ -18,7 +18,7 @@ from .context import WriteContext
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .frontier import StoreFrontier
+    from ..frontier.core import CoreFrontier
     from .storage import LmdbStorage
 
 __all__ = [
@@ -36,11 +36,11 @@ _SEEN_BATCH = 4096
 _WRITE_BATCH = 1000
 
 
-def export_store(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+def export_store(storage: LmdbStorage, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
     return in_reader(storage, lambda: with_end(_records(storage, frontier)))
 
 
-def _records(storage: LmdbStorage, frontier: StoreFrontier) -> Iterator[dict[str, Any]]:
+def _records(storage: LmdbStorage, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
     yield from export_frontier(frontier.core)
     prefix = storage.crawl_key(frontier.core.name)
     if prefix is None:
@@ -78,7 +78,7 @@ def _bloom(txn: lmdb.Transaction, dbs: dict[str, Any], prefix: bytes) -> Iterato
 
 def load_store(
     storage: LmdbStorage,
-    frontier_of: Callable[[str], StoreFrontier],
+    frontier_of: Callable[[str], CoreFrontier],
     records: Iterable[dict[str, Any]],
     crawl: str | None,
 ) -> str:
@@ -95,7 +95,7 @@ def load_store(
 def load_records(
     holds: Callable[[str], bool],
     write: Callable[[str, list[dict[str, Any]], int], None],
-    frontier_of: Callable[[str], StoreFrontier],
+    frontier_of: Callable[[str], CoreFrontier],
     records: Iterable[dict[str, Any]],
     crawl: str | None,
 ) -> str:
@@ -164,7 +164,7 @@ def check_empty(holds: Callable[[str], bool], name: str) -> None:
 
 
 @contextlib.contextmanager
-def new_crawl(holds: Callable[[str], bool], frontier: StoreFrontier) -> Iterator[StoreFrontier]:
+def new_crawl(holds: Callable[[str], bool], frontier: CoreFrontier) -> Iterator[CoreFrontier]:
     """The frontier of a crawl that holds nothing yet, for the block to fill; when the block
     raises, the crawl is removed again, with whatever it wrote to the seen set."""
     check_empty(holds, frontier.core.name)

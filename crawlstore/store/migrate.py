@@ -34,14 +34,13 @@ import lmdb.verify
 import msgpack
 
 from ..errors import CorruptStore, StoreError
-from ..frontier.refingerprint import carry_over, refingerprint
 from ..seed import Seed
 from ..url import FINGERPRINT_VERSION
 from .access import lock_holder, lock_path
 from .child import run_child
 
 if TYPE_CHECKING:
-    from . import Store
+    pass
 
 __all__ = ["migrate"]
 
@@ -120,7 +119,7 @@ def _child(source: str, target: str) -> None:
 
 def _from_format_1(source: str, target: str) -> list[str]:
     from ..frontier.export import with_end
-    from . import Store
+    from . import Store, carry_fingerprints
 
     env = lmdb.open(source, subdir=False, readonly=True, lock=False, max_dbs=32)
     try:
@@ -135,7 +134,7 @@ def _from_format_1(source: str, target: str) -> list[str]:
                 moved: dict[bytes, bytes] = {}
                 with env.begin() as txn:
                     store.load(with_end(_export_v1(txn, dbs, name, moved)), crawl=name)
-                _carry(store, name, moved)
+                carry_fingerprints(store, name, moved)
     finally:
         env.close()
     return crawls
@@ -144,8 +143,9 @@ def _from_format_1(source: str, target: str) -> list[str]:
 def _refingerprint(source: str, target: str, version: int) -> list[str]:
     """A copy of the file with every crawl's URLs at this crawlstore's fingerprints."""
     from ..clock import system_clock
-    from . import Store
+    from . import Store, migrate_fingerprints
     from .engine import Durability, Engine
+    from .storage import LmdbStorage
 
     env = lmdb.open(source, subdir=False, readonly=True, lock=False, max_dbs=32)
     try:
@@ -156,32 +156,8 @@ def _refingerprint(source: str, target: str, version: int) -> list[str]:
                     map_size=Path(source).stat().st_size * 2 + 2**20, max_map_size=2**40,
                     flush_interval=1.0, fingerprint=version)  # fmt: skip
     engine.refs = 1
-    with Store(engine, system_clock) as store:
-        crawls = store.crawls()
-        for name in crawls:
-            with store.transaction():
-                moved = refingerprint(store.frontier(crawl=name).core)
-                _carry(store, name, moved)
-        engine.set_fingerprint(FINGERPRINT_VERSION)
-    return crawls
-
-
-def _carry(store: Store, crawl: str, moved: dict[bytes, bytes]) -> None:
-    """The new fingerprints beside the old ones in the crawl's seen set and validators."""
-    if not moved:
-        return
-    storage = store._storage
-
-    def params() -> Any:
-        prefix = storage.crawl_key(crawl)
-        return None if prefix is None else storage.get("bloom", prefix + b"\x00")
-
-    raw = storage.view(params)
-    seen: Any = store.seen(crawl=crawl)
-    if raw is not None:
-        bloom = unpack(raw)
-        seen = store.seen(crawl=crawl, bloom=(bloom["expected"], bloom["fp_rate"]))
-    carry_over(moved, seen, store.validators(crawl=crawl))
+    with Store(LmdbStorage(engine), system_clock) as store:
+        return migrate_fingerprints(store)
 
 
 def _has(env: lmdb.Environment, name: str) -> bool:

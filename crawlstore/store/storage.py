@@ -24,12 +24,12 @@ import itertools
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
-from ..errors import CorruptRecord, StoreError
+from ..errors import CorruptRecord, InvalidArgument, StoreError
 from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ..frontier.spi import (
     Capabilities,
@@ -44,11 +44,16 @@ from . import keys
 from .codec import scan, unpack
 from .context import COUNTERS
 from .engine import Durability
+from .file import LmdbFile
 from .state import StoreStateMap
 
 if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..frontier.core import CoreFrontier
     from .context import WriteContext
     from .engine import Engine
+    from .seen import StoreBloomSeen, StoreSeen
+    from .validators import StoreValidators
 
 __all__ = ["LmdbStorage"]
 
@@ -146,8 +151,75 @@ class LmdbStorage:
         self._readers = 0
         self._readers_lock = threading.Lock()
 
+        self.file = LmdbFile(engine)
+        self.location = str(engine.path)
+        self.readonly = engine.readonly
+        self.durability = engine.durability
+
     def __repr__(self) -> str:
         return f"LmdbStorage({str(self.engine.path)!r})"
+
+    # -- the store ------------------------------------------------------------------------------
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return dict(self.engine.meta)
+
+    @property
+    def fingerprint(self) -> int:
+        return self.engine.fingerprint
+
+    def set_fingerprint(self, version: int) -> None:
+        self.engine.set_fingerprint(version)
+
+    def close(self) -> None:
+        self.engine.release()
+
+    def seen_view(self, crawl: str, clock: Clock, bloom: tuple[int, float] | None,
+                  kind: str | None) -> StoreSeen | StoreBloomSeen:  # fmt: skip
+        from .seen import StoreBloomSeen, StoreSeen
+
+        if kind not in (None, "exact"):
+            raise InvalidArgument(f"an exact seen set in a file is of kind 'exact': {kind!r:.100}")
+        if bloom is None:
+            return StoreSeen(self, crawl, clock)
+        expected, fp_rate = bloom
+        return StoreBloomSeen(self, crawl, clock, expected, fp_rate)
+
+    def seen_kind(self, crawl: str) -> tuple[str, tuple[int, float] | None]:
+        def read() -> tuple[str, tuple[int, float] | None]:
+            prefix = self.crawl_key(crawl)
+            if prefix is None:
+                return "", None
+            raw = self.get("bloom", prefix + b"\x00")
+            if raw is not None:
+                params = unpack("bloom", prefix + b"\x00", raw)
+                return "bloom", (params["expected"], params["fp_rate"])
+            return ("exact" if self.totals_of(prefix).get("seen") else ""), None
+
+        return self.view(read)
+
+    def validators_view(self, crawl: str, clock: Clock) -> StoreValidators:
+        from .validators import StoreValidators
+
+        return StoreValidators(self, crawl, clock)
+
+    def export_crawl(self, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
+        from .exchange import export_store
+
+        return export_store(self, frontier)
+
+    def load_crawl(self, frontier_of: Callable[[str], CoreFrontier],
+                   records: Iterable[dict[str, Any]], crawl: str | None,
+                   clock: Clock) -> str:  # fmt: skip
+        from .exchange import load_store
+
+        return load_store(self, frontier_of, records, crawl)
+
+    def crawl_holds(self, crawl: str) -> bool:
+        from .exchange import crawl_holds
+
+        return crawl_holds(self, crawl)
 
     # -- units ----------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import lmdb
 import lmdb.verify
 
 from ..errors import CrawlstoreError, OlderFormat
+from ..frontier.spi import Durability
 from ..storages.records import decode_url
 from . import keys
 from .child import run_child
@@ -93,21 +94,22 @@ def check_records(
     """Decode every record and compare every crawl's counters with its tables (through LMDB:
     call it on a file whose pages passed the offline check). ``reading(table)`` is called as
     each table's walk begins."""
-    from . import Store
+    from .opener import open_file
 
     try:
-        store = Store.open(path, readonly=True)
+        storage = open_file(path, durability=Durability.SAFE, readonly=True, options={})
     except OlderFormat:
         return []  # an older format, sound as far as its pages go: migrating reads it
     except CrawlstoreError as exc:
         return [f"{type(exc).__name__}: {exc}"]
     try:
-        with store:
-            engine = store._engine
-            crawls = store.crawls()
-            return engine.read(lambda txn: _check_contents(txn, engine.dbs, crawls, reading))
+        engine = storage.engine
+        crawls = storage.view(storage.crawls)
+        return engine.read(lambda txn: _check_contents(txn, engine.dbs, crawls, reading))
     except CrawlstoreError as exc:
         return [f"{type(exc).__name__}: {exc}"]
+    finally:
+        storage.close()
 
 
 #: Every table but the seen set (its duplicates are counted on their own), msgpack ones first.

@@ -16,7 +16,8 @@ import grpc
 
 from ..errors import CrawlstoreError, InvalidArgument, PolicyConflict, ReadOnlyStore, StoreFull
 from ..frontier import QueueInfo, Ready
-from ..store import Store, StoreFrontier
+from ..frontier.core import CoreFrontier
+from ..store import Store
 from . import urlfrontier_pb2 as pb
 from . import urlfrontier_pb2_grpc as pb_grpc
 from .committer import Committer
@@ -59,7 +60,7 @@ def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
 
 
-def _every_queue(view: StoreFrontier) -> Iterator[QueueInfo]:
+def _every_queue(view: CoreFrontier) -> Iterator[QueueInfo]:
     """The crawl's queues in key order, read a page at a time."""
     after: str | None = None
     while True:
@@ -118,8 +119,8 @@ class FrontierService(pb_grpc.URLFrontierServicer):
         self.batches = batches
         self.metrics = metrics or Metrics()
         self.committer = Committer(store.transaction, group=group)
-        self._writers: dict[str, StoreFrontier] = {}
-        self._readers: dict[str, StoreFrontier] = {}
+        self._writers: dict[str, CoreFrontier] = {}
+        self._readers: dict[str, CoreFrontier] = {}
         self._turn = itertools.count()
         self.closing = False
 
@@ -130,7 +131,7 @@ class FrontierService(pb_grpc.URLFrontierServicer):
 
     # -- crawls ---------------------------------------------------------------------------------
 
-    def writer(self, name: str) -> StoreFrontier:
+    def writer(self, name: str) -> CoreFrontier:
         """The crawl's frontier for writes (on the committer's thread): a crawl the service
         creates is fifo, with the queue each URL names (``Seed.meta["queue"]``)."""
         view = self._writers.get(name)
@@ -142,7 +143,7 @@ class FrontierService(pb_grpc.URLFrontierServicer):
             self._writers[name] = view
         return view
 
-    def reader(self, name: str) -> StoreFrontier:
+    def reader(self, name: str) -> CoreFrontier:
         view = self._readers.get(name)
         if view is None:
             view = self._readers[name] = self.store.frontier(crawl=name)
