@@ -842,7 +842,7 @@ def round_trips() -> Iterator[collections.Counter[str]]:
         frame, inner = sys._getframe(2), ""
         while frame is not None:
             name = frame.f_code.co_filename
-            if name.endswith(("redis/storage.py", "redis/views.py")):
+            if name.endswith(("redis/storage.py", "redis/viewdata.py", "crawlstore/views.py")):
                 return f"{name.rsplit('/', 1)[-1][:-3]}.{frame.f_code.co_name}"
             if name.endswith("redis/unit.py") and not inner:
                 inner = f"unit.{frame.f_code.co_name}"

@@ -25,7 +25,6 @@ from crawlstore import (
     Worker,
 )
 from crawlstore.integrations import httpx as httpx_glue
-from crawlstore.redis import RedisBloomSeen, RedisSeen, RedisValidators
 from crawlstore.revalidate import Revalidate
 from crawlstore.store import StoreBloomSeen, StoreSeen, StoreValidators
 
@@ -35,8 +34,7 @@ TEXT = "\n".join(p.read_text() for p in DOCS)
 
 CLASSES = [Frontier, InMemFrontier, Store, StoreSeen, StoreBloomSeen,
            StoreValidators, InMemSeen, BloomSeen, InMemValidators, Revalidate, Snapshot, Stats,
-           Validator, Seed, ManualClock, Worker, AsyncWorker, RedisSeen,
-           RedisBloomSeen, RedisValidators]  # fmt: skip
+           Validator, Seed, ManualClock, Worker, AsyncWorker]  # fmt: skip
 
 
 def _public(cls: type) -> list[str]:

@@ -412,6 +412,7 @@ def test_in_memory_seen_set_works_with_a_store_frontier(store: Store) -> None:
 def test_the_old_names_of_the_store_s_classes_work_and_warn(tmp_path: Path) -> None:
     import crawlstore
     import crawlstore.redis
+    import crawlstore.store
     from crawlstore.frontier import CoreFrontier
 
     with pytest.warns(DeprecationWarning, match="StoreFrontier is CoreFrontier"):
@@ -419,6 +420,10 @@ def test_the_old_names_of_the_store_s_classes_work_and_warn(tmp_path: Path) -> N
     with pytest.warns(DeprecationWarning, match="RedisStore is Store"):
         old_store = crawlstore.redis.RedisStore  # type: ignore[attr-defined]
     assert old_frontier is CoreFrontier and old_store is Store
+    for old, new in [("RedisSeen", "StoreSeen"), ("RedisBloomSeen", "StoreBloomSeen"),
+                     ("RedisValidators", "StoreValidators")]:  # fmt: skip
+        with pytest.warns(DeprecationWarning, match=f"{old} is {new}"):
+            assert getattr(crawlstore.redis, old) is getattr(crawlstore.store, new)
     with Store.open(tmp_path / "s.lmdb") as store:
         assert isinstance(store.frontier(), old_frontier)
     with pytest.raises(AttributeError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -26,8 +26,7 @@ from ..seed import Seed
 from .policy import CrawlPolicy, Defaults
 
 if TYPE_CHECKING:
-    from ..clock import Clock
-    from .core import CoreFrontier
+    pass
 
 #: One packer for every seed record (it calls no Python code: threads may share it).
 _PACK = msgpack.Packer(use_bin_type=True).pack
@@ -43,6 +42,7 @@ __all__ = [
     "StoreFile",
     "StoreStorage",
     "UrlRecord",
+    "ViewData",
 ]
 
 _T = TypeVar("_T")
@@ -97,6 +97,9 @@ class Capabilities:
     local_holders: bool = True
     #: A ``reader()`` reads one point-in-time snapshot across its calls.
     snapshot: bool = False
+    #: A Bloom seen set's bits travel in an export as chunks (``bloom_chunks``) that another
+    #: store of the same kind takes back.
+    portable_bloom: bool = False
     #: The queue mode of a crawl created without one: ``"host"`` where a single queue would
     #: hold all of a crawl's seeds in one shard of a sharded storage.
     default_queues: str = "single"
@@ -402,6 +405,63 @@ class Storage(Protocol):
         """Every URL of the crawl, or of one queue, in fingerprint order (inside ``read``)."""
 
 
+class ViewData(Protocol):
+    """What the store's views (``crawlstore.views``, ``crawlstore.exchange``) need of a
+    storage: where it keeps seen sets, Bloom filters and validators, in its own layout. Called
+    inside one of the storage's units; ``ref`` is the storage's handle of a crawl
+    (``crawl_ref``). Counts are named "seen", "validators" and "bloom"."""
+
+    #: The kinds of exact seen set the storage keeps, its default first.
+    seen_kinds: tuple[str, ...]
+
+    def crawl_ref(self, name: str) -> Any:
+        """The storage's handle of the crawl, None when there is no such crawl."""
+
+    def view_count(self, ref: Any, name: str) -> int: ...
+    def add_view_count(self, ref: Any, name: str, n: int) -> int:
+        """Add ``n`` to a count; what it was."""
+
+    def seen_mark(self, ref: Any, kind: str, *, write: bool) -> str | None:
+        """The kind of exact seen set the crawl keeps (None: none yet); with ``write``, a crawl
+        that keeps none keeps ``kind`` from now on."""
+
+    def seen_has(self, ref: Any, kind: str, fps: Sequence[bytes]) -> list[bool]: ...
+    def seen_add(self, ref: Any, kind: str, fps: Sequence[bytes]) -> None:
+        """Add fingerprints the set does not hold."""
+
+    def seen_all(self, ref: Any, kind: str) -> list[bytes]:
+        """Every fingerprint of the set, in byte order."""
+
+    def bloom_parts(self, bits: int) -> int:
+        """How many parts a Bloom filter of ``bits`` is split in (each of the bits over the
+        parts, rounded up)."""
+
+    def bloom_part(self, fp: bytes, parts: int) -> int:
+        """The part a fingerprint's bits are in: the storage's number for it."""
+
+    def bloom_params(self, ref: Any) -> tuple[Any, ...] | None:
+        """(expected, fp_rate, bits, hashes) of the crawl's Bloom filter, None when none."""
+
+    def bloom_create(self, ref: Any, params: tuple[Any, ...], parts: int, part_bits: int
+                     ) -> None: ...  # fmt: skip
+    def bloom_get(self, ref: Any, part: int, positions: Sequence[int]) -> list[bool]: ...
+    def bloom_set(self, ref: Any, part: int, positions: Sequence[int]) -> None: ...
+    def validator(self, ref: Any, fp: bytes) -> list[Any] | None:
+        """[etag, last modified, when stored] of ``fp``, None when none."""
+
+    def put_validator(self, ref: Any, fp: bytes, record: list[Any] | None) -> bool:
+        """Store (None: delete) the validators of ``fp``; whether it had some."""
+
+    def validators_all(self, ref: Any) -> Iterator[tuple[bytes, list[Any]]]:
+        """Every (fingerprint, validators) of the crawl, in fingerprint order."""
+
+    def bloom_chunks(self, ref: Any) -> Iterator[tuple[int, bytes]]:
+        """The Bloom filter's bits as (chunk number, bytes), where ``portable_bloom``."""
+
+    def put_bloom_chunk(self, ref: Any, chunk: int, bits: bytes) -> None:
+        """Write a chunk of ``bloom_chunks`` back, where ``portable_bloom``."""
+
+
 class StoreStorage(Storage, Protocol):
     """A storage that ``Store`` opens: the core's storage, and what the store asks of it."""
 
@@ -428,24 +488,6 @@ class StoreStorage(Storage, Protocol):
 
     def close(self) -> None: ...
 
-    def seen_view(
-        self, crawl: str, clock: Clock, bloom: tuple[int, float] | None, kind: str | None
-    ) -> Any:
-        """The crawl's exact seen set (of ``kind``, where the storage keeps several), or its
-        Bloom filter with ``bloom=(expected, fp_rate)``."""
-
-    def seen_kind(self, crawl: str) -> tuple[str, tuple[int, float] | None]:
-        """How the crawl keeps its seen set: (kind, None) for an exact one, ("bloom",
-        (expected, fp_rate)), ("", None) before its first insert."""
-
-    def validators_view(self, crawl: str, clock: Clock) -> Any: ...
-    def export_crawl(self, frontier: CoreFrontier) -> Iterator[dict[str, Any]]: ...
-    def load_crawl(
-        self,
-        frontier_of: Callable[[str], CoreFrontier],
-        records: Iterable[dict[str, Any]],
-        crawl: str | None,
-        clock: Clock,
-    ) -> str: ...
-    def crawl_holds(self, crawl: str) -> bool:
-        """Whether the crawl holds anything (a frontier, seen set or validators)."""
+    @property
+    def view_data(self) -> ViewData:
+        """Where the storage keeps what the store's views hold."""

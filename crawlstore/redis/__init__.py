@@ -3,19 +3,22 @@
 
 from typing import Any
 
-from .views import RedisBloomSeen, RedisSeen, RedisValidators
+__all__: list[str] = []
 
-__all__ = ["RedisBloomSeen", "RedisSeen", "RedisValidators"]
+#: Names of earlier releases: the one ``Store`` and its views serve every storage.
+_RENAMED = {"RedisStore": "Store", "RedisSeen": "StoreSeen", "RedisBloomSeen": "StoreBloomSeen",
+            "RedisValidators": "StoreValidators"}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
-    if name == "RedisStore":
+    if name in _RENAMED:
         import warnings
 
-        from ..store import Store
+        from .. import store
 
-        warnings.warn("RedisStore is Store: open a store on Redis with Store.open(url); "
-                      "the name goes in the next release", DeprecationWarning,
+        new = _RENAMED[name]
+        warnings.warn(f"{name} is {new}: the same class serves a store on Redis and in a file; "
+                      "the old name goes in the next release", DeprecationWarning,
                       stacklevel=2)  # fmt: skip
-        return Store
+        return getattr(store, new)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

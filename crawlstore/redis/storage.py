@@ -33,7 +33,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import mmh3
@@ -62,11 +62,10 @@ from ..url import FINGERPRINT_VERSION, Fingerprint
 from .file import NoFile
 from .server import FENCE, Server
 from .unit import Cache, Unit
+from .viewdata import RedisViewData
 
 if TYPE_CHECKING:
-    from ..clock import Clock
-    from ..frontier.core import CoreFrontier
-    from .views import RedisBloomSeen, RedisSeen, RedisValidators
+    pass
 
 __all__ = ["FORMAT_VERSION", "RedisStorage"]
 
@@ -123,7 +122,7 @@ class RedisStorage:
         self._unit: Unit | None = None
         self.meta = self._open_meta()
         self.buckets = int(self.meta["buckets"])
-        self._shift = 16 - (self.buckets.bit_length() - 1)
+        self.shift = 16 - (self.buckets.bit_length() - 1)
         #: Each crawl's bucket tags, and the key names of the queues lately used.
         self._tags: dict[int, list[bytes]] = {}
         self._names: dict[tuple[int, str, bytes], bytes] = {}
@@ -132,6 +131,7 @@ class RedisStorage:
         self.location = str(address)
         self.durability = Durability.FULL if address.strict else Durability.SAFE
         self.file = NoFile(self.location)
+        self.view_data = RedisViewData(self)
 
     def __repr__(self) -> str:
         return f"RedisStorage({str(self.server.address)!r})"
@@ -140,37 +140,6 @@ class RedisStorage:
 
     def close(self) -> None:
         self.server.close()
-
-    def seen_view(self, crawl: str, clock: Clock, bloom: tuple[int, float] | None,
-                  kind: str | None) -> RedisSeen | RedisBloomSeen:  # fmt: skip
-        from .views import RedisBloomSeen, RedisSeen
-
-        if bloom is None:
-            return RedisSeen(self, crawl, clock, kind or "packed")
-        expected, fp_rate = bloom
-        return RedisBloomSeen(self, crawl, clock, expected, fp_rate)
-
-    def validators_view(self, crawl: str, clock: Clock) -> RedisValidators:
-        from .views import RedisValidators
-
-        return RedisValidators(self, crawl, clock)
-
-    def export_crawl(self, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
-        from .exchange import export_crawl
-
-        return export_crawl(self, frontier)
-
-    def load_crawl(self, frontier_of: Callable[[str], CoreFrontier],
-                   records: Iterable[dict[str, Any]], crawl: str | None,
-                   clock: Clock) -> str:  # fmt: skip
-        from .exchange import load_crawl
-
-        return load_crawl(self, frontier_of, records, crawl, clock)
-
-    def crawl_holds(self, crawl: str) -> bool:
-        from .exchange import crawl_holds
-
-        return crawl_holds(self, crawl)
 
     # -- the store's record ---------------------------------------------------------------------
 
@@ -211,24 +180,6 @@ class RedisStorage:
         self.run(lambda: self.u().hset(self.tag + b":meta", b"fingerprint", b"%d" % version))
         self.meta["fingerprint"] = str(version)
         self.fingerprint = version
-
-    def seen_kind(self, crawl: str) -> tuple[str, tuple[int, float] | None]:
-        """How the crawl keeps its seen set: ``("packed" | "set", None)``, ``("bloom",
-        (expected, fp_rate))``, or ``("", None)`` before its first insert."""
-
-        def read() -> tuple[str, tuple[int, float] | None]:
-            record = self.crawl(crawl)
-            if record is None:
-                return "", None
-            totals = self._crawl_tag(record) + b":t"
-            bloom = self.u().hget(totals, b"~bloom")
-            if bloom is not None:
-                params = _unpack(bloom)
-                return "bloom", (params[0], params[1])
-            kind = self.u().hget(totals, b"~seen")
-            return (kind.decode() if kind is not None else ""), None
-
-        return self.view(read)
 
     # -- units ----------------------------------------------------------------------------------
 
@@ -291,7 +242,7 @@ class RedisStorage:
 
     # -- keys -----------------------------------------------------------------------------------
 
-    def _crawl_tag(self, crawl: CrawlRecord) -> bytes:
+    def crawl_tag(self, crawl: CrawlRecord) -> bytes:
         return crawl.ref[1]  # type: ignore[no-any-return]
 
     def bucket_tag(self, crawl: CrawlRecord, bucket: int) -> bytes:
@@ -309,7 +260,7 @@ class RedisStorage:
         return self.bucket_tag(crawl, self.fp_index(fp))
 
     def fp_index(self, fp: bytes) -> int:
-        return ((fp[0] << 8) | fp[1]) >> self._shift
+        return ((fp[0] << 8) | fp[1]) >> self.shift
 
     def _queue_bucket(self, crawl: CrawlRecord, key: str) -> bytes:
         return self._qkey(crawl, key, b"")
@@ -384,14 +335,14 @@ class RedisStorage:
         return sum(int(n) for n in counts)
 
     def totals(self, crawl: CrawlRecord) -> dict[str, int]:
-        raw = self.u().hgetall(self._crawl_tag(crawl) + b":t")
+        raw = self.u().hgetall(self.crawl_tag(crawl) + b":t")
         return {k.decode(): int(v) for k, v in raw.items() if not k.startswith(b"~")}
 
     def _total(self, crawl: CrawlRecord, name: bytes) -> int:
-        return int(self.u().hget(self._crawl_tag(crawl) + b":t", name) or 0)
+        return int(self.u().hget(self.crawl_tag(crawl) + b":t", name) or 0)
 
     def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
-        u, key = self.u(), self._crawl_tag(crawl) + b":t"
+        u, key = self.u(), self.crawl_tag(crawl) + b":t"
         for name, n in deltas.items():
             if n:
                 field = name.encode()
@@ -399,7 +350,7 @@ class RedisStorage:
 
     def next_seq(self, crawl: CrawlRecord) -> int:
         seq = self._total(crawl, b"~seq") + 1
-        self.u().hset(self._crawl_tag(crawl) + b":t", b"~seq", b"%d" % seq)
+        self.u().hset(self.crawl_tag(crawl) + b":t", b"~seq", b"%d" % seq)
         return seq
 
     def last_seq(self, crawl: CrawlRecord) -> int:
@@ -407,13 +358,13 @@ class RedisStorage:
 
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
         if self._total(crawl, b"~seq") < at_least:
-            self.u().hset(self._crawl_tag(crawl) + b":t", b"~seq", b"%d" % at_least)
+            self.u().hset(self.crawl_tag(crawl) + b":t", b"~seq", b"%d" % at_least)
 
     def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
-        return _State(self, self._crawl_tag(crawl), namespace)
+        return _State(self, self.crawl_tag(crawl), namespace)
 
     def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
-        u, tag = self.u(), self._crawl_tag(crawl)
+        u, tag = self.u(), self.crawl_tag(crawl)
         for name in sorted(k.decode() for k in u.hgetall(tag + b":sn")):
             state = u.hgetall(tag + b":st:" + name.encode())
             for key in sorted(state):
@@ -454,7 +405,7 @@ class RedisStorage:
     def save_queue(
         self, crawl: CrawlRecord, queue: QueueRecord, event: float | None, rotate: bool = False
     ) -> None:
-        u, tag = self.u(), self._crawl_tag(crawl)
+        u, tag = self.u(), self.crawl_tag(crawl)
         raw_key = queue.key.encode("utf-8", "surrogatepass")
         if queue.ref is None:
             stored = self.queue(crawl, queue.key)
@@ -483,7 +434,7 @@ class RedisStorage:
 
     def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
         start = after.encode("utf-8", "surrogatepass") if after is not None else None
-        keys = self.u().zrange(self._crawl_tag(crawl) + b":k", start, None, limit)
+        keys = self.u().zrange(self.crawl_tag(crawl) + b":k", start, None, limit)
         return self._queues_at(crawl, [k.decode("utf-8", "surrogatepass") for k in keys])
 
     def queue_count(self, crawl: CrawlRecord) -> int:
@@ -491,16 +442,16 @@ class RedisStorage:
 
     def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
         # index members start with the event rounded up to the millisecond, as on LMDB
-        members = self.u().zrange(self._crawl_tag(crawl) + b":x", None,
+        members = self.u().zrange(self.crawl_tag(crawl) + b":x", None,
                                   _U64.pack(ms_up(now) + 1), limit)  # fmt: skip
         return self._queues_at(crawl, [m[16:].decode("utf-8", "surrogatepass") for m in members])
 
     def next_event(self, crawl: CrawlRecord) -> float | None:
-        first = self.u().zrange(self._crawl_tag(crawl) + b":x", None, None, 1)
+        first = self.u().zrange(self.crawl_tag(crawl) + b":x", None, None, 1)
         return _U64.unpack_from(first[0])[0] / 1000 if first else None
 
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
-        u, tag = self.u(), self._crawl_tag(crawl)
+        u, tag = self.u(), self.crawl_tag(crawl)
         key = queue.key
         bucket = self._queue_bucket(crawl, key)
         fps = self._all(self._qkey(crawl, key, b":m:"))
@@ -738,7 +689,7 @@ class RedisStorage:
                 if len(part) < 1000:
                     return
                 after = part[-1]
-        first = 0 if after is None else ((after[0] << 8) | after[1]) >> self._shift
+        first = 0 if after is None else ((after[0] << 8) | after[1]) >> self.shift
         for bucket in range(first, self.buckets):
             records = self.u().hgetall(self.bucket_tag(crawl, bucket) + b":u")
             for fp in sorted(records):

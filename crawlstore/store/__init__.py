@@ -9,20 +9,19 @@ import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from ..clock import Clock, system_clock
 from ..errors import InvalidArgument, StoreError
+from ..exchange import export_crawl, load_crawl, new_crawl
 from ..frontier.core import CoreFrontier, set_defaults
 from ..frontier.policy import Defaults
 from ..frontier.protocol import _UNSET, QueueInfo
 from ..frontier.refingerprint import carry_over, refingerprint
 from ..frontier.spi import Durability, StoreStorage
 from ..url import FINGERPRINT_VERSION
+from ..views import StoreBloomSeen, StoreSeen, StoreValidators, seen_kind
 from .engine import FORMAT_VERSION
-from .exchange import new_crawl
-from .seen import StoreBloomSeen, StoreSeen
-from .validators import StoreValidators
 from .verify import verify
 
 __all__ = [
@@ -184,7 +183,7 @@ class Store:
         return self._export(self.frontier(crawl=self._check_name(crawl)))
 
     def _export(self, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
-        return self._storage.export_crawl(frontier)
+        return export_crawl(self._storage, frontier)
 
     def load(self, records: Iterable[dict[str, Any]], *, crawl: str | None = None) -> str:
         """Load an export into a crawl that holds nothing yet (the export's name unless
@@ -195,8 +194,8 @@ class Store:
         return self._load(records, crawl)
 
     def _load(self, records: Iterable[dict[str, Any]], crawl: str | None) -> str:
-        return self._storage.load_crawl(lambda name: self.frontier(crawl=name), records, crawl,
-                                        self.clock)  # fmt: skip
+        return load_crawl(self._storage, lambda name: self.frontier(crawl=name), records, crawl,
+                          self.clock)  # fmt: skip
 
     def new_crawl(self, name: str) -> contextlib.AbstractContextManager[CoreFrontier]:
         """Fill a crawl that holds nothing yet from another source (``load`` for anything but
@@ -205,11 +204,7 @@ class Store:
         ``InvalidArgument``; when the block raises, the crawl is removed again, so a fill that
         fails leaves no trace."""
         self._check_open()
-        return new_crawl(self._holds, self.frontier(crawl=self._check_name(name)))
-
-    def _holds(self, name: str) -> bool:
-        """Whether the crawl holds anything (a frontier, seen set or validators)."""
-        return self._storage.crawl_holds(name)
+        return new_crawl(self._storage, self.frontier(crawl=self._check_name(name)))
 
     def defaults(self) -> Defaults:
         """The store-wide policy every crawl inherits where it sets no value of its own."""
@@ -282,20 +277,34 @@ class Store:
             reap_interval=reap_interval,
         )
 
+    @overload
+    def seen(self, *, crawl: str = "default", bloom: None = None,
+             kind: str | None = None) -> StoreSeen: ...  # fmt: skip
+
+    @overload
+    def seen(self, *, crawl: str = "default", bloom: tuple[int, float],
+             kind: None = None) -> StoreBloomSeen: ...  # fmt: skip
+
     def seen(
         self, *, crawl: str = "default", bloom: tuple[int, float] | None = None,
         kind: str | None = None,
-    ) -> Any:  # fmt: skip
+    ) -> StoreSeen | StoreBloomSeen:  # fmt: skip
         r"""The crawl's exact seen set, or with ``bloom=(expected, fp_rate)`` its Bloom filter.
         A store on Redis keeps an exact one of two ``kind``\ s: ``"packed"`` (the default, about
         22 bytes of RAM a URL) or ``"set"`` (about 75); a file keeps one kind, ``"exact"``."""
         self._check_open()
-        return self._storage.seen_view(self._check_name(crawl), self.clock, bloom, kind)
+        name = self._check_name(crawl)
+        if bloom is None:
+            return StoreSeen(self._storage, name, self.clock, kind)
+        if kind is not None:
+            raise InvalidArgument("kind names an exact seen set: a Bloom filter takes none")
+        expected, fp_rate = bloom
+        return StoreBloomSeen(self._storage, name, self.clock, expected, fp_rate)
 
-    def validators(self, *, crawl: str = "default") -> Any:
+    def validators(self, *, crawl: str = "default") -> StoreValidators:
         """The crawl's validators (ETag, Last-Modified) by request fingerprint."""
         self._check_open()
-        return self._storage.validators_view(self._check_name(crawl), self.clock)
+        return StoreValidators(self._storage, self._check_name(crawl), self.clock)
 
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """Group operations of every view into one atomic commit; nested use joins, an
@@ -360,7 +369,10 @@ def carry_fingerprints(store: Store, crawl: str, moved: dict[bytes, bytes]) -> N
     """The new fingerprints of ``moved`` beside the old ones in the crawl's seen set (of the
     kind it has) and validators."""
     if moved:
-        kind, bloom = store._storage.seen_kind(crawl)
-        exact = kind if bloom is None else None
-        seen = store._storage.seen_view(crawl, store.clock, bloom, exact) if kind else None
+        kind, bloom = seen_kind(store._storage, crawl)
+        seen: StoreSeen | StoreBloomSeen | None = None
+        if bloom is not None:
+            seen = store.seen(crawl=crawl, bloom=bloom)
+        elif kind:
+            seen = store.seen(crawl=crawl, kind=kind)
         carry_over(moved, seen, store.validators(crawl=crawl))

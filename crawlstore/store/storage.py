@@ -24,12 +24,12 @@ import itertools
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
-from ..errors import CorruptRecord, InvalidArgument, StoreError
+from ..errors import CorruptRecord, StoreError
 from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ..frontier.spi import (
     Capabilities,
@@ -46,14 +46,11 @@ from .context import COUNTERS
 from .engine import Durability
 from .file import LmdbFile
 from .state import StoreStateMap
+from .viewdata import LmdbViewData
 
 if TYPE_CHECKING:
-    from ..clock import Clock
-    from ..frontier.core import CoreFrontier
     from .context import WriteContext
     from .engine import Engine
-    from .seen import StoreBloomSeen, StoreSeen
-    from .validators import StoreValidators
 
 __all__ = ["LmdbStorage"]
 
@@ -143,6 +140,7 @@ class LmdbStorage:
             durability="disk" if engine.durability is not Durability.NOSYNC else "os",
             shared=True,
             snapshot=True,
+            portable_bloom=True,
         )
         self._local = threading.local()  # each thread's read transaction, while it reads
         #: The write unit running now: (its thread, its transaction).
@@ -155,6 +153,7 @@ class LmdbStorage:
         self.location = str(engine.path)
         self.readonly = engine.readonly
         self.durability = engine.durability
+        self.view_data = LmdbViewData(self)
 
     def __repr__(self) -> str:
         return f"LmdbStorage({str(self.engine.path)!r})"
@@ -174,52 +173,6 @@ class LmdbStorage:
 
     def close(self) -> None:
         self.engine.release()
-
-    def seen_view(self, crawl: str, clock: Clock, bloom: tuple[int, float] | None,
-                  kind: str | None) -> StoreSeen | StoreBloomSeen:  # fmt: skip
-        from .seen import StoreBloomSeen, StoreSeen
-
-        if kind not in (None, "exact"):
-            raise InvalidArgument(f"an exact seen set in a file is of kind 'exact': {kind!r:.100}")
-        if bloom is None:
-            return StoreSeen(self, crawl, clock)
-        expected, fp_rate = bloom
-        return StoreBloomSeen(self, crawl, clock, expected, fp_rate)
-
-    def seen_kind(self, crawl: str) -> tuple[str, tuple[int, float] | None]:
-        def read() -> tuple[str, tuple[int, float] | None]:
-            prefix = self.crawl_key(crawl)
-            if prefix is None:
-                return "", None
-            raw = self.get("bloom", prefix + b"\x00")
-            if raw is not None:
-                params = unpack("bloom", prefix + b"\x00", raw)
-                return "bloom", (params["expected"], params["fp_rate"])
-            return ("exact" if self.totals_of(prefix).get("seen") else ""), None
-
-        return self.view(read)
-
-    def validators_view(self, crawl: str, clock: Clock) -> StoreValidators:
-        from .validators import StoreValidators
-
-        return StoreValidators(self, crawl, clock)
-
-    def export_crawl(self, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
-        from .exchange import export_store
-
-        return export_store(self, frontier)
-
-    def load_crawl(self, frontier_of: Callable[[str], CoreFrontier],
-                   records: Iterable[dict[str, Any]], crawl: str | None,
-                   clock: Clock) -> str:  # fmt: skip
-        from .exchange import load_store
-
-        return load_store(self, frontier_of, records, crawl)
-
-    def crawl_holds(self, crawl: str) -> bool:
-        from .exchange import crawl_holds
-
-        return crawl_holds(self, crawl)
 
     # -- units ----------------------------------------------------------------------------------
 
@@ -241,7 +194,7 @@ class LmdbStorage:
         """``run``, handing the operation its write transaction (the store's own views)."""
         return self.run(lambda: operation(self.ctx()))
 
-    def _current(self) -> WriteContext | None:
+    def current(self) -> WriteContext | None:
         """The calling flow's write transaction, if it has one open (None while a reader's
         operation runs: it reads its snapshot)."""
         if self._readers and getattr(self._local, "reading", False):
@@ -253,7 +206,7 @@ class LmdbStorage:
         return self.engine.current
 
     def view(self, operation: Callable[[], _T]) -> _T:
-        if self._current() is not None:
+        if self.current() is not None:
             return operation()
         if getattr(self._local, "txn", None) is not None:
             return operation()
@@ -293,7 +246,7 @@ class LmdbStorage:
                     self._readers -= 1
                 local.txn, local.reading, local.scratch = saved
 
-        current = self._current()
+        current = self.current()
         if current is not None:  # a write transaction, or a dry run: read what it holds
             current.flush()
             return dry(current.txn)
@@ -307,13 +260,13 @@ class LmdbStorage:
         return _Reader(self)
 
     def ctx(self) -> WriteContext:
-        ctx = self._current()
+        ctx = self.current()
         if ctx is None:
             raise StoreError(f"{self.engine.path}: a write outside a write unit (a bug)")
         return ctx
 
     def txn(self) -> lmdb.Transaction:
-        ctx = self._current()
+        ctx = self.current()
         if ctx is not None:
             return ctx.txn
         txn: lmdb.Transaction | None = getattr(self._local, "txn", None)
@@ -327,14 +280,14 @@ class LmdbStorage:
 
     def record(self, db: str, key: bytes) -> Any:
         """A cached record (in a write unit) or a fresh read."""
-        ctx = self._current()
+        ctx = self.current()
         if ctx is not None:
             return ctx.record(db, key)
         raw = self.get(db, key)
         return unpack(db, key, raw) if raw is not None else None
 
     def cursor(self, db: str) -> lmdb.Cursor:
-        ctx = self._current()
+        ctx = self.current()
         if ctx is not None:
             if db in _WRITE_BACK:
                 ctx.flush()  # the records this transaction changed, so that the cursor sees them
@@ -354,7 +307,7 @@ class LmdbStorage:
         record = self.record("crawls", name.encode("utf-8"))
         if record is None:
             return None
-        ctx = self._current()
+        ctx = self.current()
         if ctx is not None:  # decoded once a transaction, while its record stays the same
             memo = ctx.memo.get(("crawl", name))
             if memo is not None and memo[0] is record:
@@ -399,7 +352,7 @@ class LmdbStorage:
         return prefix
 
     def crawls(self) -> list[str]:
-        ctx = self._current()
+        ctx = self.current()
         if ctx is not None:
             ctx.flush()
         cursor = self.txn().cursor(db=self.dbs["crawls"])
@@ -466,7 +419,7 @@ class LmdbStorage:
     # -- queues ---------------------------------------------------------------------------------
 
     def _qid(self, crawl: CrawlRecord, key: str) -> int | None:
-        ctx = self._current()
+        ctx = self.current()
         slot = ("qid", crawl.ref, key)
         if ctx is not None and slot in ctx.memo:  # a queue's id never changes while it exists
             qid: int = ctx.memo[slot][1]
@@ -482,7 +435,7 @@ class LmdbStorage:
     def _queue_at(self, crawl: CrawlRecord, qid: int) -> QueueRecord:
         qkey = crawl.ref + keys.u32(qid)
         record = self.record("queues", qkey)
-        ctx = self._current()
+        ctx = self.current()
         if ctx is not None:  # decoded once a transaction, while its record stays the one saved
             memo = ctx.memo.get(("queue", qkey))
             if memo is not None and memo[0] is record:

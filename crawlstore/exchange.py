@@ -1,0 +1,182 @@
+"""A crawl's export, written once over the storage interface: its frontier's records, then its
+seen set (exact, or a Bloom filter where the storage can carry one) and its validators, then an
+end record that counts what came before; and loading one back into a crawl that holds nothing.
+A crawl moves between a file and a cluster with ``export`` and ``load``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidArgument, InvalidSnapshot
+from .frontier.export import export_frontier, filling, in_reader, malformed, with_end
+from .views import StoreSeen
+
+if TYPE_CHECKING:
+    from .clock import Clock
+    from .frontier.core import CoreFrontier
+    from .frontier.spi import StoreStorage
+
+__all__ = ["crawl_holds", "export_crawl", "load_crawl", "new_crawl"]
+
+#: Fingerprints a seen record carries.
+_SEEN_BATCH = 4096
+#: Seen and validator records loaded a unit.
+_WRITE_BATCH = 1000
+_BLOOM_PARAMS = ("expected", "fp_rate", "bits", "hashes")
+
+
+def export_crawl(storage: StoreStorage, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
+    """The crawl's records, each read in the storage's reader (one snapshot where it keeps one:
+    in a file; on Redis, each record consistent in itself)."""
+    return in_reader(storage, lambda: with_end(_records(storage, frontier)))
+
+
+def _records(storage: StoreStorage, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
+    name = frontier.core.name
+    yield from export_frontier(frontier.core)
+    ref = storage.view_data.crawl_ref(name)
+    if ref is None:
+        return  # no such crawl
+    params = storage.view_data.bloom_params(ref)
+    if params is not None and not storage.capabilities.portable_bloom:
+        raise InvalidArgument(
+            f"crawl {name!r} keeps a Bloom seen set on a store that lays its bits out its own "
+            "way, which an export does not carry; export a crawl with an exact seen set"
+        )
+    kind = storage.view_data.seen_mark(ref, storage.view_data.seen_kinds[0], write=False)
+    if kind is not None:
+        fps = storage.view_data.seen_all(ref, kind)
+        for i in range(0, len(fps), _SEEN_BATCH):
+            yield {"type": "seen", "fps": fps[i : i + _SEEN_BATCH]}
+    if params is not None:
+        meta = dict(zip(_BLOOM_PARAMS, params, strict=True))
+        yield {"type": "bloom", "params": {**meta, "n": storage.view_data.view_count(ref, "bloom")}}
+        for chunk, bits in storage.view_data.bloom_chunks(ref):
+            yield {"type": "bloom_chunk", "chunk": chunk, "bits": bits}
+    for fp, (etag, last_modified, stored_at) in storage.view_data.validators_all(ref):
+        yield {"type": "validator", "fp": fp, "etag": etag, "last_modified": last_modified,
+               "stored_at": stored_at}  # fmt: skip
+
+
+def crawl_holds(storage: StoreStorage, name: str) -> bool:
+    """Whether the crawl holds anything (a frontier, seen set or validators)."""
+
+    def holds() -> bool:
+        crawl = storage.crawl(name)
+        return crawl is not None and (
+            any(storage.totals(crawl).values())
+            or storage.view_data.bloom_params(storage.view_data.crawl_ref(name)) is not None
+        )
+
+    return storage.view(holds)
+
+
+def _check_empty(storage: StoreStorage, name: str) -> None:
+    if crawl_holds(storage, name):
+        raise InvalidArgument(f"crawl {name!r} is not empty: load into a new crawl")
+
+
+@contextlib.contextmanager
+def new_crawl(storage: StoreStorage, frontier: CoreFrontier) -> Iterator[CoreFrontier]:
+    """The frontier of a crawl that holds nothing yet, for the block to fill; when the block
+    raises, the crawl is removed again, with whatever it wrote to the seen set."""
+    _check_empty(storage, frontier.core.name)
+    with filling(frontier.core):
+        yield frontier
+
+
+def load_crawl(
+    storage: StoreStorage,
+    frontier_of: Callable[[str], CoreFrontier],
+    records: Iterable[dict[str, Any]],
+    crawl: str | None,
+    clock: Clock,
+) -> str:
+    """Load an export into a crawl (the export's own name unless ``crawl``), which must hold
+    nothing yet; the crawl's name. Seen and validator records are written a batch a unit."""
+    stream = iter(records)
+    header = next(stream, None)
+    if not isinstance(header, dict) or header.get("type") != "crawl":
+        raise InvalidSnapshot("an export starts with its crawl record", record=1)
+    name = crawl or header.get("name")
+    if not isinstance(name, str):
+        raise InvalidSnapshot(f"an export names its crawl: {name!r}", record=1)
+
+    _check_empty(storage, name)
+    frontier = frontier_of(name)
+    pending: list[dict[str, Any]] = []
+    place = first = 1  # of the latest record in the stream; of pending[0]
+
+    def flush() -> None:
+        if pending:
+            batch = list(pending)
+            pending.clear()
+            storage.run(lambda: _write(storage, name, clock, batch, first))
+
+    def other(record: Any) -> None:
+        nonlocal first
+        kind = record.get("type") if isinstance(record, dict) else None
+        if kind not in ("seen", "bloom", "bloom_chunk", "validator"):
+            raise InvalidSnapshot(f"an export record of an unknown kind: {record!r:.100}",
+                                  record=place)  # fmt: skip
+        first = first if pending else place
+        pending.append(record)
+        if len(pending) >= _WRITE_BATCH:
+            flush()
+
+    def stream_then_flush() -> Iterator[dict[str, Any]]:
+        nonlocal place
+        yield header
+        for place, record in enumerate(stream, 2):  # noqa: B007 (``other`` reads it)
+            if isinstance(record, dict) and record.get("type") == "end":
+                flush()  # before the frontier checks the end record, and so inside its undo
+            yield record
+
+    frontier.load(stream_then_flush(), other)
+    return name
+
+
+def _fingerprint(value: object) -> bytes:
+    if not isinstance(value, bytes) or len(value) != 16:
+        raise ValueError(f"a fingerprint is 16 bytes: {value!r:.60}")
+    return value
+
+
+def _write(storage: StoreStorage, name: str, clock: Clock, batch: list[dict[str, Any]],
+           first: int) -> None:  # fmt: skip
+    """One unit: a batch of seen and validator records (the frontier's load made the crawl)."""
+    ref = storage.view_data.crawl_ref(name)
+    place = first
+    try:
+        for place, record in enumerate(batch, first):
+            kind = record["type"]
+            if kind == "seen":
+                stored = storage.view_data.seen_mark(
+                    ref, storage.view_data.seen_kinds[0], write=False
+                )
+                seen = StoreSeen(storage, name, clock, stored)
+                seen.insert_many([_fingerprint(fp) for fp in record["fps"]])
+            elif kind in ("bloom", "bloom_chunk") and not storage.capabilities.portable_bloom:
+                raise InvalidSnapshot(
+                    "the export holds a Bloom seen set, which this store cannot take over (it "
+                    "lays the bits out its own way): export the crawl with an exact seen set",
+                    record=place,
+                )
+            elif kind == "bloom":
+                params = record["params"]
+                meta = tuple(params[key] for key in _BLOOM_PARAMS)
+                storage.view_data.bloom_create(ref, meta, 1, int(meta[2]))
+                storage.view_data.add_view_count(ref, "bloom", int(params["n"]))
+            elif kind == "bloom_chunk":
+                storage.view_data.put_bloom_chunk(ref, int(record["chunk"]), bytes(record["bits"]))
+            else:
+                fp = _fingerprint(record["fp"])
+                value = [record["etag"], record["last_modified"], record["stored_at"]]
+                if not storage.view_data.put_validator(ref, fp, value):
+                    storage.view_data.add_view_count(ref, "validators", 1)
+    except InvalidSnapshot:
+        raise
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise malformed(exc, place) from None
