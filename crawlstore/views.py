@@ -73,7 +73,28 @@ class _CrawlView:
         return self._reading(lambda ref: self._storage.view_data.view_count(ref, name), 0)
 
 
-class StoreSeen(_CrawlView):
+class _Seen(_CrawlView):
+    """What both kinds of seen set share: one insert is a batch of one."""
+
+    def insert(self, fp: bytes) -> bool:
+        """Record ``fp``; True when it was not seen before (a Bloom filter's false positive
+        says False)."""
+        return self.insert_many([fp]) == 1
+
+    def insert_many(self, fps: Sequence[bytes]) -> int:
+        """Record each fingerprint, in one write; how many were not seen before."""
+        for fp in fps:
+            _check(fp)
+        return self._storage.run(lambda: self._insert(fps)) if fps else 0
+
+    def _insert(self, fps: Sequence[bytes]) -> int:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self._counter("seen")
+
+
+class StoreSeen(_Seen):
     """An exact seen set in the store: about 24 bytes of file a URL in a file, no memory held;
     on Redis, of ``kind`` ``"packed"`` (about 22 bytes of RAM a URL) or ``"set"`` (about 75),
     fixed by the crawl's first insert. Inside ``store.transaction()`` (as ``dedup_with`` uses
@@ -93,16 +114,6 @@ class StoreSeen(_CrawlView):
         if stored is not None and stored != self.kind:
             raise StoreError(f"crawl {self._name!r} keeps its seen set as {stored!r}; open it "
                              f"with seen(kind={stored!r})")  # fmt: skip
-
-    def insert(self, fp: bytes) -> bool:
-        """Record ``fp``; True when it was not seen before."""
-        return self.insert_many([fp]) == 1
-
-    def insert_many(self, fps: Sequence[bytes]) -> int:
-        """Record each fingerprint, in one write; how many were not seen before."""
-        for fp in fps:
-            _check(fp)
-        return self._storage.run(lambda: self._insert(fps)) if fps else 0
 
     def _insert(self, fps: Sequence[bytes]) -> int:
         ref = self._write()
@@ -143,11 +154,8 @@ class StoreSeen(_CrawlView):
         empty: list[Fingerprint] = []
         return iter(self._reading(read, empty))
 
-    def __len__(self) -> int:
-        return self._counter("seen")
 
-
-class StoreBloomSeen(_CrawlView):
+class StoreBloomSeen(_Seen):
     """A Bloom filter kept in the store: about 1.2 bytes a URL at 1%, never a false negative.
     Its parameters are fixed by the crawl filter's first insert; opening it with others
     raises ``StoreError``."""
@@ -189,16 +197,6 @@ class StoreBloomSeen(_CrawlView):
             bits = self._storage.view_data.bloom_get(ref, part, positions)
             found.update(((part, p), b) for p, b in zip(positions, bits, strict=True))
         return found
-
-    def insert(self, fp: bytes) -> bool:
-        """Record ``fp``; True when it was not seen before (a false positive says False)."""
-        return self.insert_many([fp]) == 1
-
-    def insert_many(self, fps: Sequence[bytes]) -> int:
-        """Record each fingerprint, in one write; how many were not seen before."""
-        for fp in fps:
-            _check(fp)
-        return self._storage.run(lambda: self._insert(fps)) if fps else 0
 
     def _insert(self, fps: Sequence[bytes]) -> int:
         ref = self._write()
