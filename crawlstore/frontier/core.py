@@ -183,7 +183,7 @@ class CoreFrontier(Frontier):
             create it with them, or check them against it and store what changed."""
             stored = storage.crawl(crawl)
             if stored is None or not stored.settled:
-                return self._crawl_for_write() if given else None
+                return self.crawl_for_write() if given else None
             for name, value in (("order", order), ("queues", queues)):
                 if value is not None and getattr(stored.policy, name) != value:
                     raise PolicyConflict(
@@ -202,7 +202,7 @@ class CoreFrontier(Frontier):
 
     # -- the crawl and its policy ---------------------------------------------------------------
 
-    def _existing(self) -> CrawlRecord | None:
+    def existing_crawl(self) -> CrawlRecord | None:
         """The crawl, read in the current unit; None while it does not exist."""
         crawl = self.storage.crawl(self.name)
         if crawl is not None:
@@ -212,10 +212,10 @@ class CoreFrontier(Frontier):
             self._defaults = self.storage.defaults()
         return crawl
 
-    def _crawl_for_write(self) -> CrawlRecord:
+    def crawl_for_write(self) -> CrawlRecord:
         """The crawl, created by this write when it does not exist yet (or its policy settled
         when its seen set or validators created it)."""
-        crawl = self._existing()
+        crawl = self.existing_crawl()
         if crawl is None or not crawl.settled:
             if crawl is None:
                 crawl = CrawlRecord(self.name, self._pending.policy, self._clock())
@@ -236,7 +236,7 @@ class CoreFrontier(Frontier):
     @property
     def policy(self) -> CrawlPolicy:
         """The crawl's policy (a new crawl's, as it will be created)."""
-        crawl = self.storage.view(self._existing) or self._pending
+        crawl = self.storage.view(self.existing_crawl) or self._pending
         assert crawl is not None
         return crawl.policy
 
@@ -249,7 +249,7 @@ class CoreFrontier(Frontier):
 
     def queue_for(self, seed: Seed) -> str:
         check_seed(seed)
-        return self._key_for(self.storage.view(self._existing) or self._pending, seed)
+        return self._key_for(self.storage.view(self.existing_crawl) or self._pending, seed)
 
     def _key_for(self, crawl: CrawlRecord, seed: Seed) -> str:
         """The queue key of ``seed`` in ``crawl`` (as read in the current unit)."""
@@ -359,7 +359,7 @@ class CoreFrontier(Frontier):
         batch = check_seeds(seeds)
 
         def _write() -> list[Admission]:
-            crawl = self._crawl_for_write()
+            crawl = self.crawl_for_write()
             now = self._clock()
             queues: dict[str, QueueRecord] = {}
             totals: dict[str, int] = {}
@@ -390,7 +390,7 @@ class CoreFrontier(Frontier):
             deltas["refused:" + reason.value] = deltas.get("refused:" + reason.value, 0) + 1
 
         def _write() -> None:
-            self._count(self._crawl_for_write(), None, **deltas)
+            self._count(self.crawl_for_write(), None, **deltas)
 
         self.storage.run(_write)
         return [Admission(reason) for reason in reasons]
@@ -399,7 +399,7 @@ class CoreFrontier(Frontier):
 
     def pop(self) -> Pop:
         def _write() -> Pop:
-            crawl = self._existing()
+            crawl = self.existing_crawl()
             if crawl is None:
                 return Empty
             now = self._clock()
@@ -433,7 +433,7 @@ class CoreFrontier(Frontier):
             check_time("lease_time", lease_time, minimum=0)
 
         def _write() -> list[Ready]:
-            crawl = self._existing()
+            crawl = self.existing_crawl()
             if crawl is None or limit == 0:
                 return []
             return self._pop(crawl, self._clock(), limit, per_queue, queues, queue, lease_time,
@@ -561,7 +561,7 @@ class CoreFrontier(Frontier):
         bound); None when none is: what ``revisit()`` waits for once nothing else is left."""
 
         def read() -> float | None:
-            crawl = self._existing()
+            crawl = self.existing_crawl()
             if crawl is None or self.storage.totals(crawl).get("revisits", 0) <= 0:
                 return None
             return self.storage.next_event(crawl)
@@ -573,7 +573,7 @@ class CoreFrontier(Frontier):
         a schedule falls due, a lease expires. Facades wait on it."""
 
         def _read() -> float | None:
-            crawl = self._existing()
+            crawl = self.existing_crawl()
             return self.storage.next_event(crawl) if crawl is not None else None
 
         return self.storage.view(_read)
@@ -631,7 +631,7 @@ class CoreFrontier(Frontier):
         """Queue again every seed whose lease expired or whose holder is gone; how many."""
 
         def _write() -> int:
-            crawl = self._existing()
+            crawl = self.existing_crawl()
             return self._reap(crawl, self._clock()) if crawl is not None else 0
 
         return self.storage.run(_write)
@@ -659,7 +659,7 @@ class CoreFrontier(Frontier):
             return  # pauses need tag_backoff()
 
         def _write() -> None:
-            crawl = self._crawl_for_write()
+            crawl = self.crawl_for_write()
             now = self._clock()
             q = self._report(crawl, report, now, {})
             self._place(crawl, q, now)
@@ -672,7 +672,7 @@ class CoreFrontier(Frontier):
             check_report(report)
 
         def _write() -> None:
-            crawl = self._crawl_for_write()
+            crawl = self.crawl_for_write()
             now = self._clock()
             todo = [report for report in batch if not isinstance(report, Backoff)]
             leases = [self._lease_of(crawl, report.seed) for report in todo]  # all, or none
@@ -773,7 +773,7 @@ class CoreFrontier(Frontier):
         check_time("at", at)
 
         def _write() -> None:
-            crawl = self._crawl_for_write()
+            crawl = self.crawl_for_write()
             now = self._clock()
             fp = seed.fingerprint
             url = self.storage.url(crawl, fp)
@@ -797,7 +797,7 @@ class CoreFrontier(Frontier):
             check_time("seconds", seconds, minimum=0)
 
         def _write() -> Lease:
-            crawl = self._crawl_for_write()
+            crawl = self.crawl_for_write()
             now = self._clock()
             lease = self._lease_of(crawl, seed)
             q = self._queue(crawl, lease.queue, now)
@@ -817,7 +817,7 @@ class CoreFrontier(Frontier):
         was in flight."""
 
         def _write() -> bool:
-            crawl = self._existing()
+            crawl = self.existing_crawl()
             url = self.storage.url(crawl, fp) if crawl is not None else None
             if crawl is None or url is None or url.state != IN_FLIGHT:
                 return False
@@ -847,9 +847,9 @@ class CoreFrontier(Frontier):
         check_time("until", until)
 
         def _write() -> bool:
-            if (self._existing() or self._pending).policy.queues == "single":
+            if (self.existing_crawl() or self._pending).policy.queues == "single":
                 return False  # one queue is the whole crawl
-            crawl = self._crawl_for_write()
+            crawl = self.crawl_for_write()
             q = self._queue(crawl, self._key_for(crawl, seed), self._clock())
             if until > q.blocked:
                 q.blocked = until
@@ -867,7 +867,7 @@ class CoreFrontier(Frontier):
 
     def stats(self) -> Stats:
         def totals() -> dict[str, int]:
-            crawl = self._existing()
+            crawl = self.existing_crawl()
             return self.storage.totals(crawl) if crawl is not None else {}
 
         c = self.storage.view(totals)
@@ -920,7 +920,7 @@ class CoreFrontier(Frontier):
 
     def snapshot(self) -> Snapshot:
         def read() -> tuple[str, list[Any], list[Seed], list[Any]]:
-            crawl = self._existing()
+            crawl = self.existing_crawl()
             queued: list[Any] = []
             in_flight: list[Seed] = []
             scheduled: list[Any] = []

@@ -31,8 +31,9 @@ from ..errors import InvalidArgument, InvalidSeed, InvalidSnapshot
 from ..seed import Seed
 from . import spi
 from .core import place_sequence, queue_place
+from .crawlstate import pack_state, unpack_state
 from .policy import CrawlPolicy, check_cap, check_delay
-from .protocol import check_limit
+from .protocol import check_limit, check_namespace
 from .spi import CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def export_frontier(core: CoreFrontier) -> Iterator[dict[str, Any]]:
     """The crawl's frontier records, without the end record (one consistent read: the caller
     iterates inside it)."""
     storage = core.storage
-    crawl = core._existing()
+    crawl = core.existing_crawl()
     if crawl is None:
         return
     totals = {k: v for k, v in storage.totals(crawl).items() if _exported(k)}
@@ -117,8 +118,9 @@ def export_frontier(core: CoreFrontier) -> Iterator[dict[str, Any]]:
     back = itertools.count(storage.last_seq(crawl) + 1)
     for url in storage.iter_urls(crawl, None):
         yield _url_record(url, crawl.policy.order, back)
-    for namespace, key, value in storage.states(crawl):
-        yield {"type": "state", "namespace": namespace, "key": key, "value": value}
+    for namespace, key, raw in storage.states(crawl):
+        yield {"type": "state", "namespace": namespace, "key": key,
+               "value": unpack_state(namespace, key, raw)}  # fmt: skip
 
 
 _GAUGES = ("queued", "in_flight", "scheduled", "revisits")
@@ -189,12 +191,12 @@ def filling(
     before: list[CrawlRecord | None] = []
 
     def begin() -> CrawlRecord:
-        existing = core._existing()
+        existing = core.existing_crawl()
         if existing is not None and not _holds_nothing(core, existing):
             raise InvalidArgument(f"crawl {core.name!r} is not empty: load into a new crawl")
         before.append(None if existing is None else
                       CrawlRecord(existing.name, existing.policy, existing.created))  # fmt: skip
-        crawl = core._crawl_for_write()
+        crawl = core.crawl_for_write()
         if setup is not None:
             setup(crawl)
             storage.save_crawl(crawl)
@@ -298,7 +300,9 @@ def _load(
             elif kind == "url":
                 _load_url(core, crawl, queues, record)
             else:
-                storage.state(crawl, record["namespace"])[record["key"]] = record["value"]
+                namespace = check_namespace(record["namespace"])
+                storage.state_put(crawl, namespace, record["key"],
+                                  pack_state(record["key"], record["value"]))  # fmt: skip
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
             InvalidArgument, InvalidSeed) as exc:  # fmt: skip
         raise malformed(exc, place) from None

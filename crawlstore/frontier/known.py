@@ -31,7 +31,7 @@ def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) ->
     storage = core.storage
 
     def _write() -> None:
-        crawl = core._crawl_for_write()
+        crawl = core.crawl_for_write()
         now = core._clock()
         queues: dict[str, QueueRecord] = {}
 

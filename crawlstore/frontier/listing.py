@@ -48,7 +48,7 @@ def queue(core: CoreFrontier, key: str) -> QueueInfo | None:
         raise TypeError(f"a queue key is a str, not {type(key).__name__}: {key!r:.100}")
 
     def _read() -> QueueInfo | None:
-        crawl = core._existing()
+        crawl = core.existing_crawl()
         q = core.storage.queue(crawl, key) if crawl is not None else None
         return _info(q) if q is not None else None
 
@@ -59,7 +59,7 @@ def queues(core: CoreFrontier, *, after: str | None = None, limit: int = 100) ->
     check_limit(limit)
 
     def _read() -> list[QueueInfo]:
-        crawl = core._existing()
+        crawl = core.existing_crawl()
         if crawl is None:
             return []
         return [_info(q) for q in core.storage.queues(crawl, after, limit)]
@@ -88,7 +88,7 @@ def set_queue(
         check_limit(limit)
 
     def _write() -> QueueInfo:
-        crawl = core._crawl_for_write()
+        crawl = core.crawl_for_write()
         now = core._clock()
         q = core._queue(crawl, key, now)
         if delay is not _UNSET:
@@ -107,7 +107,7 @@ def set_queue(
 
 def delete_queue(core: CoreFrontier, key: str) -> int:
     def _write() -> int:
-        crawl = core._existing()
+        crawl = core.existing_crawl()
         q = core.storage.queue(crawl, key) if crawl is not None else None
         if crawl is None or q is None:
             return 0
@@ -123,7 +123,7 @@ def delete_crawl(core: CoreFrontier) -> int:
     """Remove the crawl and everything it holds; how many URLs it knew."""
 
     def _write() -> int:
-        crawl = core._existing()
+        crawl = core.existing_crawl()
         if crawl is None:
             return 0
         removed = core.storage.delete_crawl(crawl)
@@ -162,7 +162,7 @@ def url(core: CoreFrontier, url: str | bytes) -> URLStatus:
         raise TypeError(f"a URL (str) or a fingerprint (16 bytes): {url!r:.100}")
 
     def _read() -> URLStatus:
-        crawl = core._existing()
+        crawl = core.existing_crawl()
         record = core.storage.url(crawl, fp) if crawl is not None else None
         if record is None:
             return URLStatus(shown, fp, "unknown")
@@ -266,7 +266,7 @@ def urls(
 
     def _read() -> list[URLStatus]:
         out: list[URLStatus] = []  # made in the read: a read that is tried again starts over
-        crawl = core._existing()
+        crawl = core.existing_crawl()
         if crawl is None or limit == 0:
             return out
         for url in scan(core, crawl, queue, after):
@@ -292,7 +292,7 @@ def count(
     keep = _filter(state, contains, outcome, http_status, reason)
 
     def _read() -> int:
-        crawl = core._existing()
+        crawl = core.existing_crawl()
         if crawl is None:
             return 0
         if not keep.scans:
@@ -315,7 +315,7 @@ def purge(core: CoreFrontier, *, before: float, queue: str | None = None) -> int
     total = 0
 
     def _batch() -> tuple[int, bytes | None]:
-        crawl = core._existing()
+        crawl = core.existing_crawl()
         if crawl is None:
             return 0, None
         now = core._clock()

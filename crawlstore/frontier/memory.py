@@ -11,10 +11,8 @@ import heapq
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
-
-import msgpack
 
 from .. import journal
 from ..clock import Clock, system_clock
@@ -46,7 +44,7 @@ class _Crawl:
         self.expiries: dict[str, list[tuple[float, bytes]]] = {}
         self.urls: dict[bytes, UrlRecord] = {}
         self.queue_urls: dict[str, set[bytes]] = {}
-        self.states: dict[str, _MemState] = {}
+        self.states: dict[str, dict[str, bytes]] = {}
 
 
 class _Reader:
@@ -199,18 +197,38 @@ class MemoryStorage:
         data: _Crawl = crawl.ref
         data.seq = max(data.seq, at_least)
 
-    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
+    def state_get(self, crawl: CrawlRecord, namespace: str, key: str) -> bytes | None:
+        data: _Crawl = crawl.ref
+        return data.states.get(namespace, {}).get(key)
+
+    def state_put(self, crawl: CrawlRecord, namespace: str, key: str, value: bytes) -> None:
+        data: _Crawl = crawl.ref
+        state = data.states.setdefault(namespace, {})
+        self._restore_later(state, key)
+        state[key] = value
+
+    def state_delete(self, crawl: CrawlRecord, namespace: str, key: str) -> bool:
+        data: _Crawl = crawl.ref
+        state = data.states.get(namespace, {})
+        if key not in state:
+            return False
+        self._restore_later(state, key)
+        del state[key]
+        return True
+
+    def _restore_later(self, state: dict[str, bytes], key: str) -> None:
+        old = state.get(key)
+        self._undo(lambda: state.pop(key, None) if old is None else state.__setitem__(key, old))
+
+    def state_keys(self, crawl: CrawlRecord, namespace: str) -> list[str]:
+        data: _Crawl = crawl.ref
+        return list(data.states.get(namespace, {}))
+
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, bytes]]:
         data: _Crawl = crawl.ref
         for namespace, state in sorted(data.states.items()):
             for key in sorted(state):
                 yield namespace, key, state[key]
-
-    def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
-        data: _Crawl = crawl.ref
-        state = data.states.get(namespace)
-        if state is None:
-            state = data.states[namespace] = _MemState(self)
-        return state
 
     # -- queues ---------------------------------------------------------------------------------
 
@@ -500,47 +518,6 @@ class MemoryStorage:
 def _push_all(heap: list[Any], entries: list[Any]) -> None:
     for entry in entries:
         heapq.heappush(heap, entry)
-
-
-class _MemState(MutableMapping[str, Any]):
-    """A facade's state in memory: values kept as msgpack, as a store keeps them (each read is
-    a copy, and what cannot be stored is refused at the write); changes are undone with the
-    unit they were made in."""
-
-    def __init__(self, storage: MemoryStorage) -> None:
-        self._storage = storage
-        self._map: dict[str, bytes] = {}
-
-    def __getitem__(self, key: str) -> Any:
-        return msgpack.unpackb(self._map[key], raw=False, strict_map_key=False)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if not isinstance(key, str):
-            raise TypeError(f"a state key is a str, not {type(key).__name__}: {key!r:.100}")
-        try:
-            packed = msgpack.packb(value, use_bin_type=True)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise TypeError(f"state values are msgpack-able: {value!r:.100} ({exc})") from None
-        self._restore_later(key)
-        self._map[key] = packed
-
-    def __delitem__(self, key: str) -> None:
-        if key not in self._map:
-            raise KeyError(key)
-        self._restore_later(key)
-        del self._map[key]
-
-    def _restore_later(self, key: str) -> None:
-        old = self._map.get(key)
-        self._storage._undo(
-            lambda: self._map.pop(key, None) if old is None else self._map.__setitem__(key, old)
-        )
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._map))
-
-    def __len__(self) -> int:
-        return len(self._map)
 
 
 class InMemFrontier(CoreFrontier):

@@ -48,7 +48,7 @@ def peek(core: CoreFrontier, n: int, queue: str | None) -> list[Upcoming]:
     now = core.clock()
 
     def dry() -> list[Upcoming]:
-        crawl = core._existing()
+        crawl = core.existing_crawl()
         if crawl is None or n == 0:
             return []
         return _DryRun(core, crawl, now, queue).run(n)

@@ -36,7 +36,7 @@ def refingerprint(core: CoreFrontier) -> dict[bytes, bytes]:
     """In the caller's write unit: move every URL of the core's crawl whose fingerprint
     changed; the moves, old fingerprint to new."""
     storage = core.storage
-    crawl = core._existing()
+    crawl = core.existing_crawl()
     if crawl is None:
         return {}
     moving = []

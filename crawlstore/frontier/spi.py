@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -323,9 +323,16 @@ class Storage(Protocol):
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
         """Make every later ``next_seq`` larger than ``at_least`` (loading an export)."""
 
-    def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]: ...
-    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
-        """Every facade state entry of the crawl: (namespace, key, value)."""
+    def state_get(self, crawl: CrawlRecord, namespace: str, key: str) -> bytes | None:
+        """A facade state value (msgpack), None when there is none."""
+
+    def state_put(self, crawl: CrawlRecord, namespace: str, key: str, value: bytes) -> None: ...
+    def state_delete(self, crawl: CrawlRecord, namespace: str, key: str) -> bool:
+        """Remove a state value; whether there was one."""
+
+    def state_keys(self, crawl: CrawlRecord, namespace: str) -> list[str]: ...
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, bytes]]:
+        """Every facade state entry of the crawl: (namespace, key, msgpack value), in order."""
 
     # -- queues ---------------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import mmh3
@@ -360,15 +360,35 @@ class RedisStorage:
         if self._total(crawl, b"~seq") < at_least:
             self.u().hset(self.crawl_tag(crawl) + b":t", b"~seq", b"%d" % at_least)
 
-    def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
-        return _State(self, self.crawl_tag(crawl), namespace)
+    # A facade's state: a hash of msgpack values a namespace (``:st:NAME``), the namespaces in
+    # a hash of their own (``:sn``).
 
-    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
+    def state_get(self, crawl: CrawlRecord, namespace: str, key: str) -> bytes | None:
+        return self.u().hget(self.crawl_tag(crawl) + b":st:" + namespace.encode(), key.encode())
+
+    def state_put(self, crawl: CrawlRecord, namespace: str, key: str, value: bytes) -> None:
+        u, tag, name = self.u(), self.crawl_tag(crawl), namespace.encode()
+        if u.hget(tag + b":sn", name) is None:
+            u.hset(tag + b":sn", name, b"1")
+        u.hset(tag + b":st:" + name, key.encode(), value)
+
+    def state_delete(self, crawl: CrawlRecord, namespace: str, key: str) -> bool:
+        u, hkey = self.u(), self.crawl_tag(crawl) + b":st:" + namespace.encode()
+        if u.hget(hkey, key.encode()) is None:
+            return False
+        u.hset(hkey, key.encode(), None)
+        return True
+
+    def state_keys(self, crawl: CrawlRecord, namespace: str) -> list[str]:
+        hkey = self.crawl_tag(crawl) + b":st:" + namespace.encode()
+        return sorted(k.decode() for k in self.u().hgetall(hkey))
+
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, bytes]]:
         u, tag = self.u(), self.crawl_tag(crawl)
         for name in sorted(k.decode() for k in u.hgetall(tag + b":sn")):
             state = u.hgetall(tag + b":st:" + name.encode())
             for key in sorted(state):
-                yield name, key.decode(), _unpack(state[key])
+                yield name, key.decode(), state[key]
 
     # -- queues ---------------------------------------------------------------------------------
 
@@ -695,43 +715,3 @@ class RedisStorage:
             for fp in sorted(records):
                 if after is None or fp > after:
                     yield self._url(crawl, Fingerprint(fp), records[fp])
-
-
-class _State(MutableMapping[str, Any]):
-    """A facade's state: one hash of msgpack values, read and written in the caller's unit."""
-
-    def __init__(self, storage: RedisStorage, crawl_tag: bytes, namespace: str) -> None:
-        self._storage = storage
-        self._names = crawl_tag + b":sn"
-        self._name = namespace.encode()
-        self._key = crawl_tag + b":st:" + self._name
-
-    def __getitem__(self, key: str) -> Any:
-        raw = self._storage.u().hget(self._key, key.encode())
-        if raw is None:
-            raise KeyError(key)
-        return _unpack(raw)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if not isinstance(key, str):
-            raise TypeError(f"a state key is a str, not {type(key).__name__}: {key!r:.100}")
-        try:
-            packed = _PACK(value)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise TypeError(f"state values are msgpack-able: {value!r:.100} ({exc})") from None
-        u = self._storage.u()
-        if u.hget(self._names, self._name) is None:
-            u.hset(self._names, self._name, b"1")
-        u.hset(self._key, key.encode(), packed)
-
-    def __delitem__(self, key: str) -> None:
-        u = self._storage.u()
-        if u.hget(self._key, key.encode()) is None:
-            raise KeyError(key)
-        u.hset(self._key, key.encode(), None)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(k.decode() for k in self._storage.u().hgetall(self._key)))
-
-    def __len__(self) -> int:
-        return len(self._storage.u().hgetall(self._key))

@@ -24,7 +24,7 @@ import itertools
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
@@ -41,11 +41,10 @@ from ..frontier.spi import (
 from ..storages.records import ORDER, decode_url, encode_url, ms_up
 from ..url import Fingerprint
 from . import keys
-from .codec import scan, unpack
+from .codec import pack, scan, unpack
 from .context import COUNTERS
 from .engine import Durability
 from .file import LmdbFile
-from .state import StoreStateMap
 from .viewdata import LmdbViewData
 
 if TYPE_CHECKING:
@@ -61,6 +60,7 @@ _MS_SEQ = struct.Struct(">QQ")
 _AT = struct.Struct(">d")
 #: Tables whose records a write transaction caches and writes back at its end: a cursor on
 #: one reads what was flushed.
+_HASHED = keys.HASHED
 _WRITE_BACK = frozenset({"meta", "crawls", "queues", "bloom"})
 #: Tables whose keys start with a crawl's id (deleting a crawl clears its range in each).
 CRAWL_TABLES = ("queues", "qnames", "ready", "pending", "leases", "expiries", "schedule",
@@ -404,17 +404,45 @@ class LmdbStorage:
         counters = self.ctx().counters(crawl.ref)
         counters["seq"] = max(counters["seq"], at_least)
 
-    def state(self, crawl: CrawlRecord, namespace: str) -> MutableMapping[str, Any]:
-        return StoreStateMap(self.engine, crawl.ref, namespace)
+    # A state value is at crawl + namespace + NUL + key; a long key is stored under a digest,
+    # with the key kept in the value: [key, value].
 
-    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, Any]]:
-        for key, raw in scan(self.txn(), self.dbs["state"], crawl.ref):
+    @staticmethod
+    def _state_key(crawl: CrawlRecord, namespace: str, key: str) -> bytes:
+        return keys.text_key(crawl.ref + namespace.encode("utf-8") + b"\x00", key, "a state key")
+
+    def state_get(self, crawl: CrawlRecord, namespace: str, key: str) -> bytes | None:
+        k = self._state_key(crawl, namespace, key)
+        raw = self.get("state", k)
+        if raw is None or k[len(crawl.ref) + len(namespace.encode("utf-8")) + 1 :][:1] != _HASHED:
+            return raw
+        return pack(unpack("state", k, raw)[1])
+
+    def state_put(self, crawl: CrawlRecord, namespace: str, key: str, value: bytes) -> None:
+        k = self._state_key(crawl, namespace, key)
+        if k[len(crawl.ref) + len(namespace.encode("utf-8")) + 1 :][:1] == _HASHED:
+            value = b"\x92" + pack(key) + value  # the msgpack of [key, value]
+        self.ctx().txn.put(k, value, db=self.dbs["state"])
+
+    def state_delete(self, crawl: CrawlRecord, namespace: str, key: str) -> bool:
+        k = self._state_key(crawl, namespace, key)
+        return bool(self.ctx().txn.delete(k, db=self.dbs["state"]))
+
+    def state_keys(self, crawl: CrawlRecord, namespace: str) -> list[str]:
+        prefix = crawl.ref + namespace.encode("utf-8") + b"\x00"
+        return [key for _, key, _ in self._states(prefix)]
+
+    def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, bytes]]:
+        return self._states(crawl.ref)
+
+    def _states(self, prefix: bytes) -> Iterator[tuple[str, str, bytes]]:
+        for key, raw in scan(self.txn(), self.dbs["state"], prefix):
             namespace, _, rest = key[4:].partition(b"\x00")
-            value = unpack("state", key, raw)
-            if rest[:1] == keys.HASHED:
-                yield namespace.decode("utf-8"), value[0], value[1]
+            if rest[:1] == _HASHED:
+                long_key, value = unpack("state", key, raw)
+                yield namespace.decode("utf-8"), long_key, pack(value)
             else:
-                yield namespace.decode("utf-8"), rest.decode("utf-8"), value
+                yield namespace.decode("utf-8"), rest.decode("utf-8"), raw
 
     # -- queues ---------------------------------------------------------------------------------
 
