@@ -19,7 +19,7 @@ from ..clock import Clock, system_clock
 from .core import CoreFrontier
 from .policy import DEFAULTS, Defaults
 from .snapshot import Snapshot
-from .spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UrlRecord
+from .spi import Capabilities, CrawlRecord, LeaseRecord, QueueRecord, UnitReader, UrlRecord
 
 __all__ = ["InMemFrontier", "MemoryStorage"]
 
@@ -45,17 +45,6 @@ class _Crawl:
         self.urls: dict[bytes, UrlRecord] = {}
         self.queue_urls: dict[str, set[bytes]] = {}
         self.states: dict[str, dict[str, bytes]] = {}
-
-
-class _Reader:
-    def __init__(self, storage: MemoryStorage) -> None:
-        self._storage = storage
-
-    def run(self, operation: Callable[[], _T]) -> _T:
-        return self._storage.view(operation)
-
-    def close(self) -> None:
-        pass
 
 
 class MemoryStorage:
@@ -105,10 +94,10 @@ class MemoryStorage:
         with self.write():
             return operation()
 
-    def reader(self) -> _Reader:
+    def reader(self) -> UnitReader:
         """Reads across calls (an export's): each ``run`` is one consistent read; writes may
         come between two of them."""
-        return _Reader(self)
+        return UnitReader(self)
 
     def view(self, operation: Callable[[], _T]) -> _T:
         """Run ``operation`` as one consistent read."""

@@ -41,6 +41,7 @@ __all__ = [
     "Storage",
     "StoreFile",
     "StoreStorage",
+    "UnitReader",
     "UrlRecord",
     "ViewData",
 ]
@@ -271,6 +272,20 @@ class StoreFile(Protocol):
 
     def backup(self, target: Path, *, compact: bool) -> None:
         """A consistent copy of what is committed, at ``target`` (which does not exist)."""
+
+
+class UnitReader:
+    """The ``Reader`` of a storage that keeps no snapshot across calls: each ``run`` is one
+    consistent read of its own (writes may come between two of them)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        return self._storage.view(operation)
+
+    def close(self) -> None:
+        pass
 
 
 class Storage(Protocol):

@@ -55,6 +55,7 @@ from ..frontier.spi import (
     Durability,
     LeaseRecord,
     QueueRecord,
+    UnitReader,
     UrlRecord,
 )
 from ..storages.records import ORDER, decode_url, encode_url, ms_up
@@ -80,17 +81,6 @@ _PACK = msgpack.Packer(use_bin_type=True).pack
 
 def _unpack(raw: bytes) -> Any:
     return msgpack.unpackb(raw, raw=False, strict_map_key=False)
-
-
-class _Reader:
-    def __init__(self, storage: RedisStorage) -> None:
-        self._storage = storage
-
-    def run(self, operation: Callable[[], _T]) -> _T:
-        return self._storage.view(operation)
-
-    def close(self) -> None:
-        pass
 
 
 class RedisStorage:
@@ -231,8 +221,8 @@ class RedisStorage:
         with self._write(discard=True):
             return operation()
 
-    def reader(self) -> _Reader:
-        return _Reader(self)
+    def reader(self) -> UnitReader:
+        return UnitReader(self)
 
     def u(self) -> Unit:
         unit = self._unit
