@@ -810,7 +810,7 @@ def _kind(key: bytes) -> str:
 def unit_clock() -> Iterator[Units]:
     """``Units`` of the block: ``Unit.commit`` wrapped while it runs (a measurement of the
     benchmark's; crawlstore is unchanged)."""
-    from crawlstore.redis.unit import Unit
+    from crawlstore.storages._redis.unit import Unit
 
     units = Units()
     commit = Unit.commit
@@ -833,7 +833,7 @@ def round_trips() -> Iterator[collections.Counter[str]]:
     """Calls of ``Server.read`` and ``Server.fcall`` (a round trip each) while the block runs,
     by the function of crawlstore/redis/storage.py (or views.py) that made them, else by
     unit.py's: both wrapped while the block runs (crawlstore is unchanged)."""
-    from crawlstore.redis.server import Server
+    from crawlstore.storages._redis.server import Server
 
     counts: collections.Counter[str] = collections.Counter()
     saved = Server.read, Server.fcall

@@ -38,8 +38,8 @@ import mmh3
 import msgpack
 
 from crawlstore import Done, Fingerprint, Ready, Seed, Store
-from crawlstore.store.backup import copy_compacted
-from crawlstore.store.engine import DATABASES
+from crawlstore.storages._lmdb.backup import copy_compacted
+from crawlstore.storages._lmdb.engine import DATABASES
 
 from .harness import Result, measure
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from crawlstore import Done, Ready, Seed, Store, Wait
 from crawlstore.errors import NotInFlight, StoreError
-from crawlstore.redis import points
+from crawlstore.storages._redis import points
 
 __all__ = [
     "DIED",
@@ -109,7 +109,7 @@ def pause_in_commit(url: str, fd: int, *, point: str, push: list[str], report: b
                     ) -> None:  # fmt: skip
     """With ``report``, pop a seed first. Then, in one unit, report it Done and push ``push``,
     stopping (SIGSTOP, after saying ``PAUSED``) when the unit's commit reaches ``point``
-    (``crawlstore.redis.points``); say ``OK`` once the unit returned, ``E text`` if it raised."""
+    (``storages._redis.points``); say ``OK`` once the unit returned, ``E text`` if it raised."""
     store = Store.open(url)
     frontier = store.frontier(crawl="c")
     ready = None

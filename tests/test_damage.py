@@ -166,7 +166,7 @@ def test_the_fixture_that_aborted_lmdb(tmp_path: Path) -> None:
 
 
 def test_verify_reports_an_abort_of_lmdb_in_its_child(tmp_path: Path) -> None:
-    from crawlstore.store.verify import _check_in_child
+    from crawlstore.storages._lmdb.verify import _check_in_child
 
     # Zero pages of a real store until one makes LMDB abort reading it (about one in four).
     (original,) = _originals(tmp_path)[:1]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawlstore.store.dryrun import Overlay
+from crawlstore.storages._lmdb.dryrun import Overlay
 
 KEYS = st.binary(min_size=1, max_size=2).map(lambda b: b"k" + b)
 

@@ -183,7 +183,7 @@ def test_validators_that_cannot_be_sent_are_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidValidator):
             Validator(**bad)
     Validator(etag='W/"caf\u00e9"', last_modified="Sun, 06 Nov 1994 08:49:37 GMT")
-    from crawlstore.store.codec import pack
+    from crawlstore.storages._lmdb.codec import pack
 
     with Store.open(tmp_path / "s.lmdb") as store:  # a file from before these checks
         v = store.validators()

@@ -44,7 +44,7 @@ from redis_worker import Child, read_acks, spawn
 
 from crawlstore import Seed, Store
 from crawlstore.errors import StoreError, StoreFull
-from crawlstore.redis.server import LIBRARY_VERSION
+from crawlstore.storages._redis.server import LIBRARY_VERSION
 
 pytestmark = pytest.mark.skipif(
     not have_server() or cluster_cli() is None, reason=f"{NO_SERVER}: Redis Cluster tests skipped"

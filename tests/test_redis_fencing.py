@@ -4,7 +4,7 @@ A process that is paused (SIGSTOP, a long GC, a VM migrated) in the middle of it
 outlives its lock; the next holder finishes the commit from its journal and goes on. When the
 paused process resumes, the rest of its writes are refused (fenced): they would put back the
 values it read before the others wrote. The pauses are at points named by what has happened
-(``crawlstore.redis.points``), then at random instants.
+(``crawlstore.storages._redis.points``), then at random instants.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from redis_servers import NO_SERVER, Cluster, Node, cluster_cli, have_server
 from redis_worker import Child, read_acks, spawn
 
 from crawlstore import Done, Ready, Seed, Store
-from crawlstore.redis import points
+from crawlstore.storages._redis import points
 
 pytestmark = pytest.mark.skipif(not have_server() or cluster_cli() is None,
                                 reason=f"{NO_SERVER}: Redis fencing tests skipped")  # fmt: skip

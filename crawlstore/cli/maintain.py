@@ -79,7 +79,7 @@ def _current(path: str) -> dict[str, Any] | None:
 
 
 def migrate(args: argparse.Namespace) -> int:
-    from ..store.migrate import migrate as rewrite
+    from ..store import migrate as rewrite
 
     meta = _current(args.path)
     if meta is not None:

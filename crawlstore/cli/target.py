@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import StoreError
+from ..storages import sync_directory
 from ..store import Store
-from ..store.backup import sync_directory
 
 __all__ = ["import_target"]
 

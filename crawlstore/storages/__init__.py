@@ -1,6 +1,38 @@
 """Storages: where a store keeps its records, each behind the interface of ``frontier.spi``.
 
-A storage module imports that interface, the shared record codecs of ``storages.records`` and
-the value modules (``seed``, ``url``, ``errors``, ``journal``, ``clock``): never another
-storage, and nothing above the interface.
+A storage (``_memory``, ``_lmdb``, ``_redis``) imports that interface, the shared record codecs
+of ``_records`` and the value modules (``seed``, ``url``, ``errors``, ``journal``, ``clock``):
+never another storage, and nothing above the interface. This package names what the rest of
+crawlstore may use of them: how a store is opened by the scheme of its target, and what only a
+file has (its format, its check, its migration).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._lmdb.backup import sync_directory
+from ._lmdb.engine import FORMAT_VERSION
+from ._lmdb.migrate import migrate as migrate_file
+from ._lmdb.opener import open_file
+from ._lmdb.verify import verify
+
+if TYPE_CHECKING:
+    from ..frontier.spi import Durability, StoreStorage
+
+__all__ = ["FORMAT_VERSION", "REDIS_SCHEMES", "migrate_file", "open_store", "sync_directory",
+           "verify"]  # fmt: skip
+
+#: URL schemes of stores on a Redis server or cluster.
+REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+
+
+def open_store(target: Any, *, durability: Durability, readonly: bool, options: dict[str, Any]
+               ) -> StoreStorage:  # fmt: skip
+    """The storage ``target`` names: a URL of one of ``REDIS_SCHEMES`` (redis-py, imported only
+    then), else a file's path."""
+    if isinstance(target, str) and target.partition("://")[0] in REDIS_SCHEMES:
+        from ._redis.opener import open_url
+
+        return open_url(target, durability=durability, readonly=readonly, options=options)
+    return open_file(target, durability=durability, readonly=readonly, options=options)

@@ -16,8 +16,8 @@ from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import InvalidArgument, StoreError, StoreFull
-from ..extras import install_hint
+from ...errors import InvalidArgument, StoreError, StoreFull
+from ...extras import install_hint
 
 try:
     import redis

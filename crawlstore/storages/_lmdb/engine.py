@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from .. import journal
-from ..errors import (
+from ... import journal
+from ...errors import (
     CorruptStore,
     IncompatibleStore,
     NotAStore,
@@ -26,8 +26,8 @@ from ..errors import (
     StoreError,
     StoreFull,
 )
-from ..frontier.spi import Durability
-from ..url import FINGERPRINT_VERSION
+from ...frontier.spi import Durability
+from ...url import FINGERPRINT_VERSION
 from .access import lock_holder, why_unwritable
 from .codec import pack, unpack
 from .context import JOINED, MAP_FULL, Transaction, WriteContext

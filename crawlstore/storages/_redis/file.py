@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 __all__ = ["NoFile"]
 

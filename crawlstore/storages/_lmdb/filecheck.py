@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import lmdb.verify
 
-from ..errors import CorruptStore, NotAStore, StoreError
+from ...errors import CorruptStore, NotAStore, StoreError
 
 __all__ = ["check_file"]
 

@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
-from ..errors import CorruptRecord, StoreError
-from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
-from ..frontier.spi import (
+from ...errors import CorruptRecord, StoreError
+from ...frontier.policy import DEFAULTS, CrawlPolicy, Defaults
+from ...frontier.spi import (
     Capabilities,
     CrawlRecord,
     LeaseRecord,
     QueueRecord,
     UrlRecord,
 )
-from ..storages.records import ORDER, decode_url, encode_url, ms_up
-from ..url import Fingerprint
+from ...url import Fingerprint
+from .._records import ORDER, decode_url, encode_url, ms_up
 from . import keys
 from .codec import pack, scan, unpack
 from .context import COUNTERS

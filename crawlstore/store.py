@@ -11,18 +11,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, overload
 
-from ..clock import Clock, system_clock
-from ..errors import InvalidArgument, StoreError
-from ..exchange import export_crawl, load_crawl, new_crawl
-from ..frontier.core import CoreFrontier, set_defaults
-from ..frontier.policy import Defaults
-from ..frontier.protocol import _UNSET, QueueInfo
-from ..frontier.refingerprint import carry_over, refingerprint
-from ..frontier.spi import Durability, StoreStorage
-from ..url import FINGERPRINT_VERSION
-from ..views import StoreBloomSeen, StoreSeen, StoreValidators, seen_kind
-from .engine import FORMAT_VERSION
-from .verify import verify
+from .clock import Clock, system_clock
+from .errors import InvalidArgument, StoreError
+from .exchange import export_crawl, load_crawl, new_crawl
+from .frontier.core import CoreFrontier, set_defaults
+from .frontier.policy import Defaults
+from .frontier.protocol import _UNSET, QueueInfo
+from .frontier.refingerprint import carry_over, refingerprint
+from .frontier.spi import Durability, StoreStorage
+from .storages import FORMAT_VERSION, open_store, verify
+from .storages import migrate_file as migrate
+from .url import FINGERPRINT_VERSION
+from .views import StoreBloomSeen, StoreSeen, StoreValidators, seen_kind
 
 __all__ = [
     "FORMAT_VERSION",
@@ -32,11 +32,10 @@ __all__ = [
     "StoreBloomSeen",
     "StoreSeen",
     "StoreValidators",
+    "migrate",
     "verify",
 ]
 
-#: URL schemes of stores on a Redis server or cluster.
-_REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 #: The longest crawl name, in UTF-8 bytes (names are keys).
 MAX_CRAWL_NAME = 200
 
@@ -109,15 +108,7 @@ class Store:
         options = {name: value for name, value in (("map_size", map_size),
                    ("max_map_size", max_map_size), ("flush_interval", flush_interval))
                    if value is not None}  # fmt: skip
-        storage: StoreStorage
-        if isinstance(path, str) and path.partition("://")[0] in _REDIS_SCHEMES:
-            from ..redis.opener import open_url
-
-            storage = open_url(path, durability=mode, readonly=readonly, options=options)
-        else:
-            from .opener import open_file
-
-            storage = open_file(path, durability=mode, readonly=readonly, options=options)
+        storage = open_store(path, durability=mode, readonly=readonly, options=options)
         store = cls(storage, clock)
         if storage.fingerprint < FINGERPRINT_VERSION:
             migrate_fingerprints(store)

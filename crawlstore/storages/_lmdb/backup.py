@@ -15,7 +15,7 @@ from typing import Any
 
 import lmdb
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 #: Room in the copy's map beyond the source's used bytes (LMDB never fills a map's last page).
 _SLACK = 1 << 20

@@ -14,7 +14,7 @@ def __getattr__(name: str) -> Any:
     if name in _RENAMED:
         import warnings
 
-        from .. import store
+        from . import store
 
         new = _RENAMED[name]
         warnings.warn(f"{name} is {new}: the same class serves a store on Redis and in a file; "

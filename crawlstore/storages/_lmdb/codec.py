@@ -8,7 +8,7 @@ from typing import Any
 
 import lmdb
 
-from ..storages.records import pack, unpack
+from .._records import pack, unpack
 
 __all__ = ["pack", "scan", "unpack"]
 

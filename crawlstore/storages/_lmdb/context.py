@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import lmdb
 
-from .. import journal
-from ..errors import StoreError, StoreFull
+from ... import journal
+from ...errors import StoreError, StoreFull
 from .codec import pack, unpack
 
 if TYPE_CHECKING:

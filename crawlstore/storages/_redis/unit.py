@@ -24,7 +24,7 @@ from typing import Any
 
 import msgpack
 
-from ..errors import StoreError
+from ...errors import StoreError
 from . import points
 from .server import Server, key_slot
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import lmdb
 
-from ..errors import StoreError
+from ...errors import StoreError
 from .backup import copy_compacted
 from .engine import DATABASES
 

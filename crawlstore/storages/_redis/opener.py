@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidArgument, OlderFormat
-from ..frontier.spi import Durability
+from ...errors import InvalidArgument, OlderFormat
+from ...frontier.spi import Durability
 from .server import Address, Server
 from .storage import RedisStorage
 
-__all__ = ["SCHEMES", "open_url"]
-
-#: The URL schemes of stores on a Redis server or cluster.
-SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+__all__ = ["open_url"]
 
 
 def open_url(url: str, *, durability: Durability, readonly: bool, options: dict[str, Any]

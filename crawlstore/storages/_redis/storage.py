@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import mmh3
 import msgpack
 
-from .. import journal
-from ..errors import (
+from ... import journal
+from ...errors import (
     CorruptRecord,
     IncompatibleStore,
     NotAStore,
@@ -48,8 +48,8 @@ from ..errors import (
     ReadOnlyStore,
     StoreError,
 )
-from ..frontier.policy import DEFAULTS, CrawlPolicy, Defaults
-from ..frontier.spi import (
+from ...frontier.policy import DEFAULTS, CrawlPolicy, Defaults
+from ...frontier.spi import (
     Capabilities,
     CrawlRecord,
     Durability,
@@ -58,8 +58,8 @@ from ..frontier.spi import (
     UnitReader,
     UrlRecord,
 )
-from ..storages.records import ORDER, decode_url, encode_url, ms_up
-from ..url import FINGERPRINT_VERSION, Fingerprint
+from ...url import FINGERPRINT_VERSION, Fingerprint
+from .._records import ORDER, decode_url, encode_url, ms_up
 from .file import NoFile
 from .server import FENCE, Server
 from .unit import Cache, Unit

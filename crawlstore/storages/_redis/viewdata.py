@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 if TYPE_CHECKING:
-    from ..frontier.spi import CrawlRecord
+    from ...frontier.spi import CrawlRecord
     from .storage import RedisStorage
 
 __all__ = ["PARTS", "SEEN_KINDS", "RedisViewData"]

@@ -1,6 +1,6 @@
 """``verify``: check a store file offline: LMDB's structure, then every record and counter.
 
-python -m crawlstore.store.verify crawl.lmdb
+python -m crawlstore.storages._lmdb.verify crawl.lmdb
 
 It never takes the caller down, whatever the file holds: the structure is walked in pure Python
 (py-lmdb's offline verifier, which never hands the file to the engine), and the records, which
@@ -23,9 +23,9 @@ from typing import Any
 import lmdb
 import lmdb.verify
 
-from ..errors import CrawlstoreError, OlderFormat
-from ..frontier.spi import Durability
-from ..storages.records import decode_url
+from ...errors import CrawlstoreError, OlderFormat
+from ...frontier.spi import Durability
+from .._records import decode_url
 from . import keys
 from .child import run_child
 from .codec import unpack
@@ -59,7 +59,7 @@ def verify(path: str | os.PathLike[str], *, isolated: bool = True) -> list[str]:
 
 def _check_in_child(path: Path) -> list[str]:
     try:
-        done = run_child("crawlstore.store.verify:_child", str(path), timeout=_TIMEOUT)
+        done = run_child("crawlstore.storages._lmdb.verify:_child", str(path), timeout=_TIMEOUT)
     except subprocess.TimeoutExpired:
         return [f"reading the records took longer than {_TIMEOUT} s: stopped"]
     table, problems = "the file's tables", None

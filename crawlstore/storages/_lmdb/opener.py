@@ -6,9 +6,9 @@ import os
 import sys
 from typing import Any
 
-from ..errors import InvalidArgument
-from ..frontier.protocol import check_time
-from ..frontier.spi import Durability
+from ...errors import InvalidArgument
+from ...frontier.protocol import check_time
+from ...frontier.spi import Durability
 from .engine import Engine
 from .storage import LmdbStorage
 
