@@ -4,6 +4,7 @@ in a subprocess, against real stores."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
@@ -11,7 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cli import COMMAND, cli
@@ -252,9 +255,32 @@ def test_watch_lines_follow_a_running_crawl(running: Path) -> None:
     assert rows[1]["done"] >= rows[0]["done"] > counts[-1] and rows[0]["rate"] > 0
 
 
-def test_watch_ends_on_ctrl_c_with_0(running: Path) -> None:
-    watch = subprocess.Popen([*COMMAND, "stats", str(running), "--watch", "--interval", "0.1"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+@contextlib.contextmanager
+def _sigint(handler: Any) -> Iterator[None]:
+    """SIGINT handled by ``handler`` in this process for the moment."""
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
+def _start_interruptible(*args: str) -> subprocess.Popen[str]:
+    """The command started with SIGINT at its default, as a shell starts a foreground command,
+    whatever this process inherited. A process started with SIGINT ignored (a background job
+    of a non-interactive shell: ``pytest &``) keeps it ignored: Python installs its
+    KeyboardInterrupt handler only over the default, and a Ctrl-C does not end the command.
+    Exec resets a handled signal to its default and leaves an ignored one ignored."""
+    with _sigint(signal.default_int_handler):
+        return subprocess.Popen([*COMMAND, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("inherited", [signal.default_int_handler, signal.SIG_IGN],
+                         ids=["sigint-default", "sigint-ignored"])  # fmt: skip
+def test_watch_ends_on_ctrl_c_with_0(running: Path, inherited: Any) -> None:
+    with _sigint(inherited):  # "ignored": as when pytest runs as a background job
+        watch = _start_interruptible("stats", str(running), "--watch", "--interval", "0.1")
     assert watch.stdout is not None and _LINE.fullmatch(watch.stdout.readline().strip())
     watch.send_signal(signal.SIGINT)
     assert watch.wait(timeout=30) == 0
