@@ -12,7 +12,6 @@ from .frontier import (
     Empty,
     Failed,
     Frontier,
-    InMemFrontier,
     LastOutcome,
     Lease,
     QueueInfo,
@@ -29,6 +28,7 @@ from .frontier import (
     Worker,
     register_queue_key,
 )
+from .memory import InMemFrontier
 from .seed import Seed
 from .seen import BloomSeen, InMemSeen, SeenSet
 from .store import Durability, Store

@@ -13,7 +13,6 @@ from .facades import (
     Scored,
     TagBackoff,
 )
-from .memory import InMemFrontier, MemoryStorage
 from .policy import CrawlPolicy, Defaults, register_queue_key
 from .protocol import (
     Admission,
@@ -57,11 +56,9 @@ __all__ = [
     "Failed",
     "Filter",
     "Frontier",
-    "InMemFrontier",
     "LastOutcome",
     "Lease",
     "MaxDepth",
-    "MemoryStorage",
     "Pop",
     "QueueInfo",
     "Ready",

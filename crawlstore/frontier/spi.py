@@ -7,7 +7,7 @@ can run each one where that queue lives. What spans queues is the crawl's index 
 their next event (a queue is due when it may hand out a seed, a schedule falls due or a lease
 expires), its totals, and listings.
 
-Storages in this package: ``frontier.memory.MemoryStorage`` and the store's ``LmdbStorage``.
+The storages are in ``crawlstore.storages``: memory, LMDB and Redis.
 """
 
 from __future__ import annotations
