@@ -14,7 +14,7 @@ import msgpack
 from .errors import InvalidSeed
 from .url import (
     Fingerprint,
-    _canonical,
+    canonical_of,
     fingerprint_canonical,
     get_fingerprint,
     parse_http_url,
@@ -37,7 +37,7 @@ _BAD_HEADER_VALUE = re.compile(r"[\r\n\x00]")
 _HEADERS_KEY = tuple[tuple[str, str], ...]
 
 
-def _tag_name(tag: Tag | None) -> str | None:
+def tag_name(tag: Tag | None) -> str | None:
     if tag is None:
         return None
     name = tag.name if isinstance(tag, enum.Enum) else tag
@@ -150,12 +150,12 @@ class Seed:
             parsed.href,
             tuple(_check_header(n, v) for n, v in headers),
             body_bytes,
-            _tag_name(tag),
+            tag_name(tag),
             _check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX),
             _check_int("depth", depth, 0, DEPTH_MAX),
             _check_int("attempt", attempt, 1, DEPTH_MAX),
             _check_meta(meta),
-            fingerprint_canonical(method, _canonical(parsed), body_bytes),
+            fingerprint_canonical(method, canonical_of(parsed), body_bytes),
         )
 
     def _init(
@@ -227,7 +227,7 @@ class Seed:
 
     def with_tag(self, tag: Tag | None) -> Seed:
         """The seed under ``tag`` (an enum member is kept by its name; None: untagged)."""
-        return self._replace(tag=_tag_name(tag))
+        return self._replace(tag=tag_name(tag))
 
     def with_priority(self, priority: int) -> Seed:
         """The seed at ``priority`` (signed 32-bit; higher pops first in priority order)."""
@@ -277,7 +277,9 @@ class Seed:
         """The page's identity for dedup, leases and validators."""
         fp = self._fp
         if fp is None:
-            fp = fingerprint_canonical(self.method, _canonical(parse_http_url(self.url)), self.body)
+            fp = fingerprint_canonical(
+                self.method, canonical_of(parse_http_url(self.url)), self.body
+            )
             object.__setattr__(self, "_fp", fp)
         return fp
 

@@ -16,7 +16,7 @@ from .errors import InvalidArgument, StoreError
 from .exchange import export_crawl, load_crawl, new_crawl
 from .frontier.core import CoreFrontier, set_defaults
 from .frontier.policy import Defaults
-from .frontier.protocol import _UNSET, QueueInfo
+from .frontier.protocol import UNSET, QueueInfo, check_time
 from .frontier.refingerprint import carry_over, refingerprint
 from .frontier.spi import Durability, StoreStorage
 from .storages import FORMAT_VERSION, open_store, verify
@@ -108,6 +108,11 @@ class Store:
         options = {name: value for name, value in (("map_size", map_size),
                    ("max_map_size", max_map_size), ("flush_interval", flush_interval))
                    if value is not None}  # fmt: skip
+        if (
+            flush_interval is not None
+            and check_time("flush_interval", flush_interval, minimum=0) == 0
+        ):
+            raise InvalidArgument("flush_interval must be more than 0 seconds")
         storage = open_store(path, durability=mode, readonly=readonly, options=options)
         store = cls(storage, clock)
         if storage.fingerprint < FINGERPRINT_VERSION:
@@ -205,10 +210,10 @@ class Store:
     def set_defaults(
         self,
         *,
-        delay: float = _UNSET,
-        max_in_flight: int | Literal["auto"] | None = _UNSET,
-        lease_time: float = _UNSET,
-        active: bool = _UNSET,
+        delay: float = UNSET,
+        max_in_flight: int | Literal["auto"] | None = UNSET,
+        lease_time: float = UNSET,
+        active: bool = UNSET,
     ) -> Defaults:
         """Change the store-wide policy (the URL Frontier's SetDelay with an empty key): each
         value given applies to every crawl and queue that does not set its own; ``active``
@@ -217,7 +222,7 @@ class Store:
         self._check_open()
         changes = {name: value for name, value in (("delay", delay),
                    ("max_in_flight", max_in_flight), ("lease_time", lease_time),
-                   ("active", active)) if value is not _UNSET}  # fmt: skip
+                   ("active", active)) if value is not UNSET}  # fmt: skip
         return set_defaults(self._storage, **changes)
 
     def crawls(self) -> list[str]:
@@ -238,9 +243,9 @@ class Store:
         *,
         crawl: str = "default",
         queues: str | None = None,
-        delay: float | None = _UNSET,
-        max_in_flight: int | Literal["auto"] | None = _UNSET,
-        lease_time: float | None = _UNSET,
+        delay: float | None = UNSET,
+        max_in_flight: int | Literal["auto"] | None = UNSET,
+        lease_time: float | None = UNSET,
         reap_interval: float = 10.0,
     ) -> CoreFrontier:
         """The crawl's persistent frontier; every facade wraps it.
@@ -262,7 +267,7 @@ class Store:
             clock=self.clock,
             order=order,
             queues=queues,
-            delay=delay,  # left out (_UNSET): the crawl's stored value
+            delay=delay,  # left out (UNSET): the crawl's stored value
             max_in_flight=max_in_flight,
             lease_time=lease_time,
             reap_interval=reap_interval,

@@ -192,7 +192,7 @@ def parse_http_url(url: str) -> can_ada.URL:
     return parsed
 
 
-def _canonical(parsed: can_ada.URL, trace: list[Step] | None = None) -> str:
+def canonical_of(parsed: can_ada.URL, trace: list[Step] | None = None) -> str:
     """The canonical form of a parsed URL; ``trace`` (when given) gets a ``Step`` for each of
     these rules that changed something (``explain``)."""
     path = parsed.pathname
@@ -353,7 +353,7 @@ def explain(url: str) -> Explanation:
     parsed = parse_http_url(url)
     href: str = parsed.href
     trace: list[Step] = []
-    canonical = _canonical(parsed, trace)
+    canonical = canonical_of(parsed, trace)
     steps: list[Step] = []
     written = _split(url)
     reads = _split(href, written=False)
@@ -396,7 +396,7 @@ def get_fingerprint(url: str) -> tuple[str, Fingerprint]:
     href: str = parsed.href
     if not href.startswith(_HTTP) or "%" in href or "#" in href:
         # another scheme, or escapes to normalise, or a fragment: the general path
-        canonical = _canonical(parse_http_url(url))
+        canonical = canonical_of(parse_http_url(url))
     else:
         # http(s) always has a host (WHATWG refuses an empty one), and href is
         # scheme://[userinfo@]host[:port]path[?query] with the default port left out
@@ -414,7 +414,7 @@ def canonicalize(url: str) -> str:
     tracking parameters, the query sorted by key then value (duplicates kept), no empty query.
     Raises ``InvalidSeed`` for anything that is not such a URL: it is never fingerprinted raw.
     """
-    return _canonical(parse_http_url(url))
+    return canonical_of(parse_http_url(url))
 
 
 class Fingerprint(bytes):

@@ -302,7 +302,7 @@ def test_seed_get_reads_the_canonical_form_off_href_as_the_general_path_builds_i
         return
     href, fp = u.get_fingerprint(url)
     assert href == parsed.href
-    assert fp == u.fingerprint_canonical("GET", u._canonical(parsed), b"")
+    assert fp == u.fingerprint_canonical("GET", u.canonical_of(parsed), b"")
     assert Seed.get(url) == Seed("GET", url)
 
 

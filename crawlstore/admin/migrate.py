@@ -25,7 +25,7 @@ import lmdb
 import msgpack
 
 from ..seed import Seed
-from ..storages._lmdb.migrate import read_meta
+from ..storages import read_file_meta as read_meta
 
 __all__ = ["child"]
 
@@ -70,20 +70,10 @@ def _from_format_1(source: str, target: str) -> list[str]:
 def _refingerprint(source: str, target: str, version: int) -> list[str]:
     """A copy of the file with every crawl's URLs at this crawlstore's fingerprints."""
     from ..clock import system_clock
-    from ..storages._lmdb.engine import Durability, Engine
-    from ..storages._lmdb.storage import LmdbStorage
+    from ..storages import open_file_copy
     from ..store import Store, migrate_fingerprints
 
-    env = lmdb.open(source, subdir=False, readonly=True, lock=False, max_dbs=32)
-    try:
-        env.copy(target, compact=True)
-    finally:
-        env.close()
-    engine = Engine(Path(target), durability=Durability.SAFE, readonly=False,
-                    map_size=Path(source).stat().st_size * 2 + 2**20, max_map_size=2**40,
-                    flush_interval=1.0, fingerprint=version)  # fmt: skip
-    engine.refs = 1
-    with Store(LmdbStorage(engine), system_clock) as store:
+    with Store(open_file_copy(source, target, fingerprint=version), system_clock) as store:
         return migrate_fingerprints(store)
 
 

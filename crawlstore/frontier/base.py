@@ -11,7 +11,7 @@ from ..clock import Clock
 from ..seed import Seed
 from . import listing
 from .protocol import (
-    _UNSET,
+    UNSET,
     Admission,
     Lease,
     Pop,
@@ -177,10 +177,10 @@ class Frontier(ABC):
         self,
         key: str,
         *,
-        delay: float | None = _UNSET,
-        max_in_flight: int | None = _UNSET,
-        blocked_until: float = _UNSET,
-        limit: int | None = _UNSET,
+        delay: float | None = UNSET,
+        max_in_flight: int | None = UNSET,
+        blocked_until: float = UNSET,
+        limit: int | None = UNSET,
     ) -> QueueInfo:
         """Set a queue's own ``delay``, ``max_in_flight``, ``blocked_until`` or ``limit``
         (None: the crawl's again; leave one out to keep it), kept for a queue that has no seed

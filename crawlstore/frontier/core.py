@@ -35,8 +35,8 @@ from .policy import (
     resolve,
 )
 from .protocol import (
-    _UNSET,
     ACCEPTED,
+    UNSET,
     Admission,
     Backoff,
     Cancelled,
@@ -135,9 +135,9 @@ class CoreFrontier(Frontier):
         clock: Clock,
         order: str | None = None,
         queues: str | None = None,
-        delay: float | None = _UNSET,
-        max_in_flight: Any = _UNSET,
-        lease_time: float | None = _UNSET,
+        delay: float | None = UNSET,
+        max_in_flight: Any = UNSET,
+        lease_time: float | None = UNSET,
         reap_interval: float = 10.0,
     ) -> None:
         self.storage = storage
@@ -145,12 +145,12 @@ class CoreFrontier(Frontier):
         self._clock = clock
         self.reap_interval = check_time("reap_interval", reap_interval, minimum=0)
         changes: dict[str, Any] = {}
-        if delay is not _UNSET:
+        if delay is not UNSET:
             changes["delay"] = check_delay("delay", delay)
-        if max_in_flight is not _UNSET:
+        if max_in_flight is not UNSET:
             changes["max_in_flight"] = -1 if max_in_flight is None else check_cap(
                 max_in_flight, allow_auto=True)  # fmt: skip
-        if lease_time is not _UNSET:
+        if lease_time is not UNSET:
             changes["lease_time"] = check_delay("lease_time", lease_time)
             if changes["lease_time"] == 0:
                 raise InvalidArgument("lease_time must be more than 0 seconds")
@@ -287,7 +287,7 @@ class CoreFrontier(Frontier):
             q.expiry_at = self.storage.next_expiry(crawl, q)
             q.stale = False
         policy = self._effective(crawl, q)
-        event = next_event(q.queued, q.in_flight, _finished(q), q.last, policy, q.due_at,
+        event = next_event(q.queued, q.in_flight, finished_count(q), q.last, policy, q.due_at,
                            q.expiry_at)  # fmt: skip
         old = q.event
         if not rotate and old is not None and event is not None and event <= now and old <= now:
@@ -479,7 +479,7 @@ class CoreFrontier(Frontier):
                 visited.add(q.key)
                 self._maintain(crawl, q, now)
                 policy = self._effective(crawl, q)
-                at = ready_at(q.queued, q.in_flight, _finished(q), q.last, policy)
+                at = ready_at(q.queued, q.in_flight, finished_count(q), q.last, policy)
                 took = 0
                 if at is not None and at <= now:
                     room = limit - len(out)
@@ -492,7 +492,7 @@ class CoreFrontier(Frontier):
                     if max_in_flight is not None:
                         room = min(room, max_in_flight - q.in_flight)
                     if policy.limit is not None:
-                        room = min(room, policy.limit - _finished(q) - q.in_flight)
+                        room = min(room, policy.limit - finished_count(q) - q.in_flight)
                     lease = policy.lease_time if lease_time is None else lease_time
                     taken = (self._take(crawl, q, now, room, now + lease, holder or self._owner)
                              if room > 0 else [])  # fmt: skip
@@ -947,7 +947,7 @@ class CoreFrontier(Frontier):
         )
 
 
-def _finished(q: QueueRecord) -> int:
+def finished_count(q: QueueRecord) -> int:
     """Seeds of the queue that finished (done, failed or skipped): what its limit caps."""
     c = q.counts
     return c.get("done", 0) + c.get("failed", 0) + c.get("skipped", 0)

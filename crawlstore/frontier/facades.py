@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..seed import PRIORITY_MAX, PRIORITY_MIN, Seed, _tag_name
+from ..seed import PRIORITY_MAX, PRIORITY_MIN, Seed, tag_name
 from ..seen import SeenSet, contains_many, insert_many
 from ..url import parse_http_url
 from .base import Frontier
@@ -367,7 +367,7 @@ class TagBackoff(Facade):
         if not isinstance(report, Backoff):
             self.inner.report(report)
             return
-        key = _tag_name(report.tag) or _UNTAGGED
+        key = tag_name(report.tag) or _UNTAGGED
         with self.inner.transaction():
             if report.until > self.pauses.get(key, float("-inf")):
                 self.pauses[key] = report.until

@@ -16,9 +16,9 @@ from ..url import Fingerprint
 from . import spi
 from .policy import check_cap, check_delay
 from .protocol import (
-    _UNSET,
     OUTCOMES,
     STATES,
+    UNSET,
     LastOutcome,
     QueueInfo,
     URLStatus,
@@ -71,33 +71,33 @@ def set_queue(
     core: CoreFrontier,
     key: str,
     *,
-    delay: float | None = _UNSET,
-    max_in_flight: int | None = _UNSET,
-    blocked_until: float = _UNSET,
-    limit: int | None = _UNSET,
+    delay: float | None = UNSET,
+    max_in_flight: int | None = UNSET,
+    blocked_until: float = UNSET,
+    limit: int | None = UNSET,
 ) -> QueueInfo:
     if not isinstance(key, str):
         raise TypeError(f"a queue key is a str, not {type(key).__name__}: {key!r:.100}")
-    if delay is not _UNSET:
+    if delay is not UNSET:
         check_delay("delay", delay)
-    if max_in_flight is not _UNSET:
+    if max_in_flight is not UNSET:
         check_cap(max_in_flight)
-    if blocked_until is not _UNSET:
+    if blocked_until is not UNSET:
         check_time("blocked_until", blocked_until)
-    if limit is not _UNSET and limit is not None:
+    if limit is not UNSET and limit is not None:
         check_limit(limit)
 
     def _write() -> QueueInfo:
         crawl = core.crawl_for_write()
         now = core._clock()
         q = core._queue(crawl, key, now)
-        if delay is not _UNSET:
+        if delay is not UNSET:
             q.delay = delay
-        if max_in_flight is not _UNSET:
+        if max_in_flight is not UNSET:
             q.cap = max_in_flight
-        if blocked_until is not _UNSET:
+        if blocked_until is not UNSET:
             q.blocked = blocked_until
-        if limit is not _UNSET:
+        if limit is not UNSET:
             q.limit = limit
         core._place(crawl, q, now, rotate=True)
         return _info(q)

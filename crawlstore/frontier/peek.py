@@ -25,7 +25,7 @@ import copy
 import math
 from typing import TYPE_CHECKING
 
-from .core import _finished
+from .core import finished_count
 from .policy import ready_at
 from .protocol import Done, Ready, Upcoming, check_limit
 from .spi import QUEUED, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
@@ -193,8 +193,8 @@ class _DryRun:
         whys = {}
         for q in queues:
             policy = self.sim._effective(self.crawl, q)
-            capped = ready_at(q.queued, q.in_flight, _finished(q), q.last, policy) is None
-            limited = policy.limit is not None and _finished(q) + q.in_flight >= policy.limit
+            capped = ready_at(q.queued, q.in_flight, finished_count(q), q.last, policy) is None
+            limited = policy.limit is not None and finished_count(q) + q.in_flight >= policy.limit
             whys[q.key] = "limit" if limited else "held" if capped else ""
         queues = [q for q in queues if whys[q.key]]
         while queues and len(out) < n:

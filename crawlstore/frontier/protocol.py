@@ -202,7 +202,7 @@ _REPORTS = (Done, Failed, Skipped, Cancelled, Retry, Backoff, Reschedule)
 
 
 #: An argument left out: the setting it names stays as it is.
-_UNSET: Any = object()
+UNSET: Any = object()
 
 
 def check_seed(seed: object) -> None:

@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, Any
 from ._lmdb.backup import sync_directory
 from ._lmdb.engine import FORMAT_VERSION
 from ._lmdb.migrate import migrate as migrate_file
-from ._lmdb.opener import open_file
+from ._lmdb.migrate import read_meta as read_file_meta
+from ._lmdb.opener import open_file, open_file_copy
 from ._lmdb.verify import verify
 from ._memory import MemoryStorage
 
 if TYPE_CHECKING:
     from ..frontier.spi import Durability, StoreStorage
 
-__all__ = ["FORMAT_VERSION", "REDIS_SCHEMES", "MemoryStorage", "migrate_file", "open_store",
-           "sync_directory", "verify"]  # fmt: skip
+__all__ = ["FORMAT_VERSION", "REDIS_SCHEMES", "MemoryStorage", "migrate_file", "open_file_copy",
+           "open_store", "read_file_meta", "sync_directory", "verify"]  # fmt: skip
 
 #: URL schemes of stores on a Redis server or cluster.
 REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")

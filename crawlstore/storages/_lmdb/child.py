@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import crawlstore
-
 __all__ = ["run_child"]
 
 
@@ -17,7 +15,7 @@ def run_child(function: str, *args: str, timeout: float) -> subprocess.Completed
     """Run ``function`` (``"module:name"``, called with ``args``) in a new interpreter that
     imports this very crawlstore; its output is captured as text."""
     module, name = function.split(":")
-    root = str(Path(crawlstore.__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[3])  # the directory holding crawlstore/
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     code = f"import sys; from {module} import {name}; {name}(*sys.argv[1:])"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
+import lmdb
+
 from ...errors import InvalidArgument
-from ...frontier.protocol import check_time
 from ...frontier.spi import Durability
 from .engine import Engine
 from .storage import LmdbStorage
 
-__all__ = ["open_file"]
+__all__ = ["open_file", "open_file_copy"]
 
 _DEFAULT_MAP = 64 * 2**20
 _DEFAULT_MAX_MAP = 2**40 if sys.maxsize > 2**32 else 2**30
@@ -32,8 +34,10 @@ def open_file(path: str | os.PathLike[str], *, durability: Durability, readonly:
     flush_interval = options.get("flush_interval", 1.0)
     if map_size <= 0 or max_map_size <= 0:
         raise InvalidArgument(f"map sizes must be positive: {map_size}, {max_map_size}")
-    if check_time("flush_interval", flush_interval, minimum=0) == 0:
-        raise InvalidArgument("flush_interval must be more than 0 seconds")
+    if not isinstance(flush_interval, int | float) or not 0 < flush_interval < float("inf"):
+        raise InvalidArgument(
+            f"flush_interval must be more than 0 seconds: {flush_interval!r:.100}"
+        )
     engine = Engine.acquire(
         path,
         durability=durability,
@@ -42,4 +46,19 @@ def open_file(path: str | os.PathLike[str], *, durability: Durability, readonly:
         max_map_size=max_map_size,
         flush_interval=flush_interval,
     )
+    return LmdbStorage(engine)
+
+
+def open_file_copy(source: str, target: str, *, fingerprint: int) -> LmdbStorage:
+    """A compacted copy of the file at ``source``, opened at ``target`` (for this process only)
+    at the fingerprint version it holds: for a migration to move its URLs."""
+    env = lmdb.open(source, subdir=False, readonly=True, lock=False, max_dbs=32)
+    try:
+        env.copy(target, compact=True)
+    finally:
+        env.close()
+    engine = Engine(Path(target), durability=Durability.SAFE, readonly=False,
+                    map_size=Path(source).stat().st_size * 2 + 2**20, max_map_size=2**40,
+                    flush_interval=1.0, fingerprint=fingerprint)  # fmt: skip
+    engine.refs = 1
     return LmdbStorage(engine)
