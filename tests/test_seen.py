@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from crawlstore import BloomSeen, Fingerprint, InMemSeen
+from crawlstore import BloomSeen, Fingerprint, InMemSeen, Store
 from crawlstore.errors import InvalidSnapshot
 from crawlstore.seen import SeenSet, bloom_size
 
@@ -96,3 +96,15 @@ def test_bloom_snapshot_round_trip() -> None:
 def test_bloom_restore_rejects_garbage(data: bytes) -> None:
     with pytest.raises(InvalidSnapshot):
         BloomSeen.restore(data)
+
+
+@pytest.mark.parametrize("bloom", [None, (100_000, 0.01)], ids=["exact", "bloom"])
+def test_a_store_s_seen_set_takes_a_large_batch_in_one_write(
+    store: Store, bloom: tuple[int, float] | None
+) -> None:
+    fps = [os.urandom(16) for _ in range(5000)]
+    seen = store.seen(bloom=bloom) if bloom else store.seen()
+    assert seen.insert_many(fps) >= 4990  # a Bloom filter may take a few for seen
+    assert seen.contains_many(fps) == [True] * len(fps)
+    assert seen.insert_many(fps[:10]) == 0
+    assert len(seen) == seen.insert_many([]) + len(seen) >= 4990

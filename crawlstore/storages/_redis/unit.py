@@ -387,7 +387,9 @@ class Unit:
 
     def setbits(self, key: bytes, positions: list[int]) -> None:
         writes = self.writes.setdefault(key, {})
-        writes[(3, len(writes))] = ("B", len(positions), *positions)
+        for i in range(0, len(positions), 500):  # a write's arguments are unpacked in Lua
+            part = positions[i : i + 500]
+            writes[(3, len(writes))] = ("B", len(part), *part)
 
     def allocate(self, key: bytes, size: int) -> None:
         """Make the string ``key`` ``size`` zero bytes long when it does not exist (a Bloom
