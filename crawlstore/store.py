@@ -18,7 +18,7 @@ from .frontier.core import CoreFrontier, set_defaults
 from .frontier.policy import Defaults
 from .frontier.protocol import UNSET, QueueInfo, check_time
 from .frontier.refingerprint import carry_over, refingerprint
-from .frontier.spi import Durability, StoreStorage
+from .frontier.spi import Capabilities, Durability, StoreStorage
 from .storages import FORMAT_VERSION, open_store, verify
 from .storages import migrate_file as migrate
 from .url import FINGERPRINT_VERSION
@@ -139,6 +139,12 @@ class Store:
     @property
     def readonly(self) -> bool:
         return self._storage.readonly
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the store's storage offers (``Capabilities``): whether it survives the
+        process, what a commit promises, whether leases end by time only, what a unit spans."""
+        return self._storage.capabilities
 
     @property
     def durability(self) -> Durability:

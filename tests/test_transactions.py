@@ -360,3 +360,19 @@ def test_a_store_closed_inside_a_memory_transaction_that_wrote_to_it(tmp_path: P
     store.close()  # once it ended
     with Store.open(tmp_path / "s.lmdb") as again:
         assert len(again.seen()) == 1
+
+
+def test_a_store_whose_units_span_it_rolls_back_every_crawl_and_view(store: Store) -> None:
+    """A storage that declares one partition commits a transaction across crawls and views
+    atomically: every storage here does."""
+    from crawlstore.errors import InvalidArgument as Boom
+
+    assert store.capabilities.partitions == 1
+    with pytest.raises(Boom), store.transaction():
+        store.frontier(crawl="a").push(Seed.get("https://a.example/"))
+        store.frontier(crawl="b").push(Seed.get("https://b.example/"))
+        store.seen(crawl="c").insert(Seed.get("https://c.example/").fingerprint)
+        store.validators(crawl="d").put(Seed.get("https://d.example/").fingerprint,
+                                        Validator(etag='"x"'))  # fmt: skip
+        raise Boom("roll back")
+    assert store.crawls() == []

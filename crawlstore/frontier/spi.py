@@ -98,6 +98,10 @@ class Capabilities:
     local_holders: bool = True
     #: A ``reader()`` reads one point-in-time snapshot across its calls.
     snapshot: bool = False
+    #: What a unit spans: a crawl's data falls in this many partitions, and a unit (a push, a
+    #: pop, a page, ``store.transaction()``) commits atomically within one. 1: every unit
+    #: commits atomically across the whole store, every crawl and view (every storage here).
+    partitions: int = 1
     #: A Bloom seen set's bits travel in an export as chunks (``bloom_chunks``) that another
     #: store of the same kind takes back.
     portable_bloom: bool = False

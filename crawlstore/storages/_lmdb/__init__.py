@@ -1,0 +1,1 @@
+"""The LMDB storage: a store in one file."""
