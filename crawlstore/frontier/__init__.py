@@ -1,5 +1,6 @@
 """The frontier: protocol, in-memory storage, facades and waiting helpers."""
 
+from . import revisits, traps  # noqa: F401 (their facades register for the chain methods)
 from .base import Frontier, StateMap
 from .core import CoreFrontier
 from .facades import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..clock import Clock
 from ..seed import Seed
@@ -25,6 +25,16 @@ from .protocol import (
     check_seeds,
 )
 from .snapshot import Snapshot
+
+#: The facade classes the chain methods build, by class name: each facade module registers its
+#: own when it is imported (``crawlstore.frontier`` imports them all), so that this module, which
+#: they subclass, imports none of them.
+FACADES: dict[str, type[Any]] = {}
+
+
+def register_facades(*classes: type[Any]) -> None:
+    FACADES.update((cls.__name__, cls) for cls in classes)
+
 
 if TYPE_CHECKING:
     import asyncio
@@ -318,54 +328,39 @@ class Frontier(ABC):
     def dedup(self) -> Dedup:
         """Refuse seeds whose fingerprint was admitted before (an in-memory exact set)."""
         from ..seen import InMemSeen
-        from .facades import Dedup
 
-        return Dedup(self, InMemSeen())
+        return cast("Dedup", FACADES["Dedup"](self, InMemSeen()))
 
     def dedup_with(self, seen: SeenSet) -> Dedup:
         """Dedup against ``seen``: any seen set, e.g. ``BloomSeen`` or a store's."""
-        from .facades import Dedup
-
-        return Dedup(self, seen)
+        return cast("Dedup", FACADES["Dedup"](self, seen))
 
     def filter(self, predicate: Callable[[Seed], bool]) -> Filter:
         """Refuse seeds for which ``predicate`` is false (reason ``FILTERED``)."""
-        from .facades import Filter
-
-        return Filter(self, predicate)
+        return cast("Filter", FACADES["Filter"](self, predicate))
 
     def allow_hosts(self, hosts: Iterable[str]) -> AllowHosts:
         """Refuse seeds outside these hosts and their subdomains (reason ``OUT_OF_SCOPE``)."""
-        from .facades import AllowHosts
-
-        return AllowHosts(self, hosts)
+        return cast("AllowHosts", FACADES["AllowHosts"](self, hosts))
 
     def max_depth(self, depth: int) -> MaxDepth:
         """Refuse seeds deeper than ``depth`` (reason ``TOO_DEEP``)."""
-        from .facades import MaxDepth
-
-        return MaxDepth(self, depth)
+        return cast("MaxDepth", FACADES["MaxDepth"](self, depth))
 
     def retry(self, max_retries: int) -> RetryFacade:
         """Retry failed seeds up to ``max_retries`` times with exponential backoff."""
-        from .facades import RetryPolicy
-
-        return self.retry_with(RetryPolicy(max_retries))
+        return self.retry_with(FACADES["RetryPolicy"](max_retries))
 
     def retry_with(self, policy: RetryPolicy) -> RetryFacade:
         """``Retry`` reports scheduled again by ``policy`` (its retries, delays and jitter)."""
-        from .facades import RetryFacade
-
-        return RetryFacade(self, policy)
+        return cast("RetryFacade", FACADES["RetryFacade"](self, policy))
 
     def revisit(self, intervals: Revisit, *, adapt: Adapt | None = None) -> Revisits:
         """Crawl pages again: a seed reported ``Done`` or ``Failed`` whose tag has an interval
         is scheduled that interval later, on its first attempt. Goes first in the chain.
         ``adapt`` stretches the interval of pages that do not change, shortens it for those
         that do."""
-        from .revisits import Revisits
-
-        return Revisits(self, intervals, adapt)
+        return cast("Revisits", FACADES["Revisits"](self, intervals, adapt))
 
     def avoid_traps(self) -> AvoidTraps:
         """Bound crawler traps per URL prefix with the default ``TrapPolicy``."""
@@ -373,18 +368,12 @@ class Frontier(ABC):
 
     def avoid_traps_with(self, policy: TrapPolicy | None) -> AvoidTraps:
         """Bound crawler traps per URL prefix: calendars, session ids, repeating segments."""
-        from .traps import AvoidTraps
-
-        return AvoidTraps(self, policy)
+        return cast("AvoidTraps", FACADES["AvoidTraps"](self, policy))
 
     def tag_backoff(self) -> TagBackoff:
         """Honour ``Backoff(tag, until)``: that tag's seeds wait, in order, while others go on."""
-        from .facades import TagBackoff
-
-        return TagBackoff(self)
+        return cast("TagBackoff", FACADES["TagBackoff"](self))
 
     def score(self, scorer: Callable[[Seed], int]) -> Scored:
         """Best-first: add ``scorer(seed)`` to each pushed seed's priority (saturating)."""
-        from .facades import Scored
-
-        return Scored(self, scorer)
+        return cast("Scored", FACADES["Scored"](self, scorer))

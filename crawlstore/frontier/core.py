@@ -22,6 +22,7 @@ from . import listing, spi
 from .base import Frontier
 from .crawlstate import CrawlState
 from .holders import REMOTE, process_alive, this_process
+from .places import finished_count, queue_place
 from .policy import (
     DEFAULTS,
     CrawlPolicy,
@@ -74,8 +75,6 @@ from .spi import (
 
 __all__ = ["CoreFrontier", "set_defaults"]
 
-_PRIORITY_TOP = 2**31 - 1
-_U64_MAX = 2**64 - 1
 #: Queues looked at per index read while popping.
 _BATCH = 32
 #: The state a final report leaves a URL in (a Retry that no retry facade took: failed).
@@ -83,19 +82,6 @@ _FINAL_STATES = {Done: spi.DONE, Skipped: spi.SKIPPED}
 _FINISHED_GAUGES = frozenset(spi.FINISHED.values())
 #: What a queue counts of a unit's counters (the crawl counts them all).
 _QUEUE_COUNTS = frozenset(spi.COUNTS) | _FINISHED_GAUGES
-
-
-def place_sequence(order: str, cls: int, seq: int) -> int:
-    """The last part of a queue place, from the crawl's sequence number (pushed seeds of a
-    lifo crawl count down, so the newest is first), and back: it is its own inverse."""
-    return _U64_MAX - seq if order == "lifo" and cls == 1 else seq
-
-
-def queue_place(order: str, seed: Seed, cls: int, seq: int) -> tuple[int, int, int]:
-    """Where a seed goes in its queue: rank (its priority, in a priority crawl), class (0:
-    coming back, ahead of pushed seeds of its rank), sequence."""
-    rank = _PRIORITY_TOP - seed.priority if order == "priority" else 0
-    return rank, cls, place_sequence(order, cls, seq)
 
 
 def set_defaults(storage: spi.Storage, **changes: Any) -> Defaults:
@@ -945,9 +931,3 @@ class CoreFrontier(Frontier):
             scheduled=tuple((at, seed) for at, _, seed, kind in scheduled if kind != REVISIT),
             revisits=tuple((at, seed) for at, _, seed, kind in scheduled if kind == REVISIT),
         )
-
-
-def finished_count(q: QueueRecord) -> int:
-    """Seeds of the queue that finished (done, failed or skipped): what its limit caps."""
-    c = q.counts
-    return c.get("done", 0) + c.get("failed", 0) + c.get("skipped", 0)

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import InvalidArgument, InvalidSeed, InvalidSnapshot
 from ..seed import Seed
 from . import spi
-from .core import place_sequence, queue_place
 from .crawlstate import pack_state, unpack_state
+from .places import place_sequence, queue_place
 from .policy import CrawlPolicy, check_cap, check_delay
 from .protocol import check_limit, check_namespace
 from .spi import CrawlRecord, QueueRecord, UrlRecord

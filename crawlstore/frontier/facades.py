@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ..seed import PRIORITY_MAX, PRIORITY_MIN, Seed, tag_name
 from ..seen import SeenSet, contains_many, insert_many
 from ..url import parse_http_url
-from .base import Frontier
+from .base import Frontier, register_facades
 from .protocol import (
     Admission,
     Backoff,
@@ -404,3 +404,6 @@ class Scored(Facade):
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         return self.inner.push_many([self._scored(seed) for seed in seeds])
+
+
+register_facades(Dedup, Filter, AllowHosts, MaxDepth, RetryPolicy, RetryFacade, TagBackoff, Scored)

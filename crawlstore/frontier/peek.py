@@ -25,7 +25,7 @@ import copy
 import math
 from typing import TYPE_CHECKING
 
-from .core import finished_count
+from .places import finished_count
 from .policy import ready_at
 from .protocol import Done, Ready, Upcoming, check_limit
 from .spi import QUEUED, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord

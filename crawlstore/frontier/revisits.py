@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..revisit import Adapt, Revisit
 from ..seed import Seed
-from .base import Frontier
+from .base import Frontier, register_facades
 from .facades import Facade
 from .protocol import Done, Empty, Failed, Pop, Report, Retry, Wait, check_report
 
@@ -78,3 +78,6 @@ class Revisits(Facade):
             if due is not None:
                 return Wait(due)
         return popped
+
+
+register_facades(Revisits)

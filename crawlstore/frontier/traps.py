@@ -19,7 +19,7 @@ import mmh3
 
 from ..seed import Seed
 from ..seen import bloom_positions, bloom_size
-from .base import Frontier
+from .base import Frontier, register_facades
 from .facades import Facade
 from .protocol import Admission, Ready, Reason, Skipped, check_seed, check_seeds
 
@@ -264,3 +264,6 @@ def _bloom_add(bits: bytearray, digest: bytes) -> bool:
             bits[byte] |= mask
             new = True
     return new
+
+
+register_facades(AvoidTraps)

@@ -7,11 +7,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..seed import Seed
-from .base import Frontier
 from .protocol import Ready, Wait
+
+if TYPE_CHECKING:
+    from .base import Frontier
 
 __all__ = ["anext_seed", "next_seed"]
 

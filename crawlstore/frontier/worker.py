@@ -219,7 +219,7 @@ class Worker:
         self._waiters: collections.deque[Future[Ready | None] | _Posted] = collections.deque()
         self._outbox = _Outbox(self._give_back)
         self._held: set[bytes] = set()  # lease tokens handed out, not yet finished
-        self.finished_count = False  # the frontier said Empty, nothing in flight: until a unit
+        self._finished = False  # the frontier said Empty, nothing in flight: until a unit
         self._polled = False  # try_next() was called: keep seeds leased ahead without waiters
         self._wait_until: float | None = None
         self._closing = False
@@ -242,7 +242,7 @@ class Worker:
                 ready = self._ready.popleft()
                 self._held.add(_token(ready))
                 slot.set_result(ready)
-            elif self.finished_count and not self._units and not self._held and not self._ready:
+            elif self._finished and not self._units and not self._held and not self._ready:
                 slot.set_result(None)
             else:
                 self._waiters.append(slot)
@@ -290,7 +290,7 @@ class Worker:
         """Whether the crawl has nothing left: nothing queued, nothing in flight, nothing held
         here, no unit waiting (as far as the writer last looked)."""
         with self._cond:
-            return self.finished_count and not (self._units or self._held or self._ready)
+            return self._finished and not (self._units or self._held or self._ready)
 
     def finish(
         self, report: Report, links: Iterable[Seed] = (), *, validator: Validator | None = None
@@ -364,7 +364,7 @@ class Worker:
         """Make the writer look at the frontier now (after a ``ManualClock`` moved, say)."""
         with self._cond:
             self._wait_until = None
-            self.finished_count = False
+            self._finished = False
             self._cond.notify()
 
     def _check_open(self) -> None:
@@ -428,7 +428,7 @@ class Worker:
     def _want(self, finishing: int = 0) -> int:
         """How many seeds to lease now: room under ``prefetch``, when a caller waits or, with
         ``finishing`` seeds whose units are about to be committed, will ask again."""
-        if not (self._waiters or finishing or self._polled) or self.finished_count or self._closing:
+        if not (self._waiters or finishing or self._polled) or self._finished or self._closing:
             return 0
         if self._wait_until is not None and self.frontier.clock() < self._wait_until:
             return 0
@@ -443,7 +443,7 @@ class Worker:
 
     def _timeout(self) -> float | None:
         waiting = self._waiters or self._polled
-        if not waiting or self.finished_count:
+        if not waiting or self._finished:
             return None if not waiting else self.poll
         if self._wait_until is None:
             return self.poll
@@ -507,14 +507,14 @@ class Worker:
                     self._held.discard(unit.token)
                 unit.future.set_result(value)
             if results:
-                self.finished_count = False  # a unit may have pushed links: look again
+                self._finished = False  # a unit may have pushed links: look again
                 self._wait_until = None
             self._ready.extend(got)
             tell = bool(got) and self._notify is not None and not self._waiters
             if isinstance(outlook, Wait):
                 self._wait_until = outlook.until
             elif outlook == "empty" and not self._units and not self._held and not self._ready:
-                self.finished_count = True
+                self._finished = True
             self._serve()
         self._outbox.send()
         if tell:
@@ -546,7 +546,7 @@ class Worker:
                 waiter.set_result(ready)
             else:
                 self._ready.appendleft(ready)
-        if self.finished_count and not self._ready and not self._units and not self._held:
+        if self._finished and not self._ready and not self._units and not self._held:
             while self._waiters:
                 waiter = self._waiters.popleft()
                 if waiter.set_running_or_notify_cancel():
