@@ -258,6 +258,17 @@ class CoreFrontier(Frontier):
 
     # -- queues: placing them in the crawl's index ---------------------------------------------
 
+    def unit(self, crawl: CrawlRecord) -> CrawlUnit:
+        """The door through which the core's own modules (listings, the overwrite of a known
+        URL, export and load, a migration's moves) change the crawl inside a storage unit."""
+        return CrawlUnit(self, crawl)
+
+    def forget_crawl(self, crawl: CrawlRecord) -> None:
+        """After the crawl was deleted in this unit: the next write makes it anew, with its
+        policy."""
+        self._pending = CrawlRecord(self.name, crawl.policy, 0.0)
+        self._crawl = None
+
     def _queue(self, crawl: CrawlRecord, key: str, now: float) -> QueueRecord:
         """The queue ``key``, created (not yet indexed) when it does not exist."""
         q = self.storage.queue(crawl, key)
@@ -931,3 +942,55 @@ class CoreFrontier(Frontier):
             scheduled=tuple((at, seed) for at, _, seed, kind in scheduled if kind != REVISIT),
             revisits=tuple((at, seed) for at, _, seed, kind in scheduled if kind == REVISIT),
         )
+
+
+class CrawlUnit:
+    """What the core's modules may do to one crawl inside a storage unit (``core.unit(crawl)``):
+    the steps every operation of the core is made of, each keeping the queues' gauges, the
+    crawl's counters and its index of queues right. Nothing else reaches into the core."""
+
+    __slots__ = ("_core", "crawl")
+
+    def __init__(self, core: CoreFrontier, crawl: CrawlRecord) -> None:
+        self._core, self.crawl = core, crawl
+
+    def now(self) -> float:
+        """The core's clock."""
+        return self._core._clock()
+
+    def key_for(self, seed: Seed) -> str:
+        """The queue key of ``seed`` in the crawl."""
+        return self._core._key_for(self.crawl, seed)
+
+    def queue(self, key: str, now: float) -> QueueRecord:
+        """The queue ``key``, created (not yet indexed) when it does not exist."""
+        return self._core._queue(self.crawl, key, now)
+
+    def place(self, q: QueueRecord, now: float, *, rotate: bool = False) -> None:
+        """Store the queue, indexed at when it may next hand out a seed (``rotate``: behind
+        the queues ready with it)."""
+        self._core._place(self.crawl, q, now, rotate)
+
+    def count(self, q: QueueRecord | None, **deltas: int) -> None:
+        """Add counter deltas to the queue (when given) and the crawl."""
+        self._core._count(self.crawl, q, **deltas)
+
+    def enqueue(self, q: QueueRecord, url: UrlRecord, cls: int) -> None:
+        """Queue a URL (class 0: coming back, ahead of pushed seeds of its priority)."""
+        self._core._enqueue(self.crawl, q, url, cls)
+
+    def requeue(self, q: QueueRecord, lease: LeaseRecord) -> None:
+        """End a lease without a report: its seed goes back to the front of its queue."""
+        self._core._requeue(self.crawl, q, lease)
+
+    def end(self, q: QueueRecord, lease: LeaseRecord) -> UrlRecord:
+        """End a lease; its URL record."""
+        return self._core._end(self.crawl, q, lease)
+
+    def schedule(self, q: QueueRecord, url: UrlRecord, at: float, kind: str) -> None:
+        """Schedule a URL at ``at`` (a retry, a pause or a revisit)."""
+        self._core._schedule(self.crawl, q, url, at, kind)
+
+    def unplace(self, q: QueueRecord, url: UrlRecord) -> None:
+        """Take a URL out of where it is, and out of its gauge (its record stays)."""
+        self._core._unplace(self.crawl, q, url)

@@ -320,13 +320,15 @@ def _load_url(
     seed = Seed.from_record(record["seed"])
     q = queues.get(record["queue"])
     if q is None:
-        q = queues[record["queue"]] = core._queue(crawl, record["queue"], float(record["created"]))
+        q = queues[record["queue"]] = core.unit(crawl).queue(
+            record["queue"], float(record["created"])
+        )
     outcome = _outcome(record.get("outcome"))
     url = UrlRecord(seed.fingerprint, seed, record["state"], q.key, None,
                     float(record["created"]), outcome, record.get("kind"))  # fmt: skip
     state = record["state"]
     if state == spi.QUEUED and record.get("order") is None:
-        core._enqueue(crawl, q, url, 0)  # in flight, by an older export: the front (saved)
+        core.unit(crawl).enqueue(q, url, 0)  # in flight, by an older export: the front (saved)
         return
     if state == spi.QUEUED:
         rank, cls, seq = (int(part) for part in record["order"])
@@ -370,6 +372,6 @@ def _place_all(core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRe
         gauges["queued"] += q.queued
         gauges["scheduled"] += q.scheduled
         gauges["revisits"] += q.revisits
-        core._place(crawl, q, now)
+        core.unit(crawl).place(q, now)
     totals = core.storage.totals(crawl)
     core.storage.add_totals(crawl, {k: v - totals.get(k, 0) for k, v in gauges.items()})

@@ -32,22 +32,22 @@ def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) ->
 
     def _write() -> None:
         crawl = core.crawl_for_write()
-        now = core._clock()
+        now = core.clock()
         queues: dict[str, QueueRecord] = {}
 
         def queue(key: str) -> QueueRecord:
             q = queues.get(key)
             if q is None:
-                q = queues[key] = core._queue(crawl, key, now)
+                q = queues[key] = core.unit(crawl).queue(key, now)
             return q
 
         for seed, at in batch:
             fresh = seed.with_lease(None) if seed.lease is not None else seed
             url = storage.url(crawl, seed.fingerprint)
-            q = queue(core._key_for(crawl, seed))
+            q = queue(core.unit(crawl).key_for(seed))
             if url is None:
                 url = UrlRecord(seed.fingerprint, fresh, spi.SCHEDULED, q.key, None, now)
-                core._count(crawl, q, admitted=1)
+                core.unit(crawl).count(q, admitted=1)
             else:
                 url = _take_out(core, crawl, queue(url.queue), url)
                 if url.queue != q.key:  # a record of the new queue, created when first admitted
@@ -59,11 +59,11 @@ def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) ->
                 url.state, url.where, url.kind = DONE, None, None
                 url.outcome = (now, None, None, DONE)
                 storage.save_url(crawl, q, url)
-                core._count(crawl, q, done=1, **{spi.FINISHED[DONE]: 1})
+                core.unit(crawl).count(q, done=1, **{spi.FINISHED[DONE]: 1})
             else:
-                core._schedule(crawl, q, url, at, REVISIT)
+                core.unit(crawl).schedule(q, url, at, REVISIT)
         for q in queues.values():
-            core._place(crawl, q, now)
+            core.unit(crawl).place(q, now)
 
     storage.run(_write)
 
@@ -71,10 +71,10 @@ def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) ->
 def _take_out(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord) -> UrlRecord:
     """Take a URL out of where it is in its queue ``q``: its lease ends, whoever holds it."""
     if url.state != IN_FLIGHT:
-        core._unplace(crawl, q, url)
+        core.unit(crawl).unplace(q, url)
         return url
     lease = core.storage.get_lease(crawl, url.where)
     if lease is None:
         raise CorruptRecord(f"URL {url.fp.hex()} of crawl {core.name!r} is in flight without "
                             "its lease")  # fmt: skip
-    return core._end(crawl, q, lease)
+    return core.unit(crawl).end(q, lease)

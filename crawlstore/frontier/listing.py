@@ -89,8 +89,8 @@ def set_queue(
 
     def _write() -> QueueInfo:
         crawl = core.crawl_for_write()
-        now = core._clock()
-        q = core._queue(crawl, key, now)
+        now = core.clock()
+        q = core.unit(crawl).queue(key, now)
         if delay is not UNSET:
             q.delay = delay
         if max_in_flight is not UNSET:
@@ -99,7 +99,7 @@ def set_queue(
             q.blocked = blocked_until
         if limit is not UNSET:
             q.limit = limit
-        core._place(crawl, q, now, rotate=True)
+        core.unit(crawl).place(q, now, rotate=True)
         return _info(q)
 
     return core.storage.run(_write)
@@ -112,7 +112,7 @@ def delete_queue(core: CoreFrontier, key: str) -> int:
         if crawl is None or q is None:
             return 0
         finished = {name: -q.counts.get(name, 0) for name in spi.FINISHED.values()}
-        core._count(crawl, None, queued=-q.queued, in_flight=-q.in_flight,
+        core.unit(crawl).count(None, queued=-q.queued, in_flight=-q.in_flight,
                     scheduled=-q.scheduled, revisits=-q.revisits, **finished)  # fmt: skip
         return core.storage.delete_queue(crawl, q)
 
@@ -127,8 +127,7 @@ def delete_crawl(core: CoreFrontier) -> int:
         if crawl is None:
             return 0
         removed = core.storage.delete_crawl(crawl)
-        core._pending = CrawlRecord(core.name, crawl.policy, 0.0)
-        core._crawl = None
+        core.forget_crawl(crawl)
         return removed
 
     return core.storage.run(_write)
@@ -318,7 +317,7 @@ def purge(core: CoreFrontier, *, before: float, queue: str | None = None) -> int
         crawl = core.existing_crawl()
         if crawl is None:
             return 0, None
-        now = core._clock()
+        now = core.clock()
         scanned: list[UrlRecord] = []
         for url in scan(core, crawl, queue, after):
             scanned.append(url)
@@ -328,16 +327,16 @@ def purge(core: CoreFrontier, *, before: float, queue: str | None = None) -> int
         gone = [url for url in scanned if url.created < before]
         for url in gone:
             q = queues.get(url.queue) or queues.setdefault(
-                url.queue, core._queue(crawl, url.queue, now)
+                url.queue, core.unit(crawl).queue(url.queue, now)
             )
             if url.state == IN_FLIGHT:
                 lease = core.storage.get_lease(crawl, url.where)
                 if lease is not None:
-                    core._end(crawl, q, lease)
-            core._unplace(crawl, q, url)
+                    core.unit(crawl).end(q, lease)
+            core.unit(crawl).unplace(q, url)
             core.storage.delete_url(crawl, url)
         for q in queues.values():
-            core._place(crawl, q, now)
+            core.unit(crawl).place(q, now)
         last = scanned[-1].fp if len(scanned) >= _PURGE_BATCH else None
         return len(gone), last
 

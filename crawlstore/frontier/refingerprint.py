@@ -49,7 +49,7 @@ def refingerprint(core: CoreFrontier) -> dict[bytes, bytes]:
 
     def queue(key: str) -> QueueRecord:
         if key not in queues:
-            queues[key] = core._queue(crawl, key, now)
+            queues[key] = core.unit(crawl).queue(key, now)
         return queues[key]
 
     moved = {}
@@ -64,7 +64,7 @@ def refingerprint(core: CoreFrontier) -> dict[bytes, bytes]:
             _move(core, crawl, queue(url.queue), url, seed)
         moved[bytes(url.fp)] = bytes(new)
     for q in queues.values():
-        core._place(crawl, q, now)
+        core.unit(crawl).place(q, now)
     return moved
 
 
@@ -75,7 +75,7 @@ def _settle(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlReco
     lease = core.storage.get_lease(crawl, url.where)
     if lease is None:
         raise CorruptRecord(f"URL {url.fp.hex()} is in flight without its lease")
-    core._requeue(crawl, q, lease)
+    core.unit(crawl).requeue(q, lease)
     settled = core.storage.url(crawl, url.fp)
     assert settled is not None
     return settled
@@ -84,7 +84,7 @@ def _settle(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlReco
 def _drop(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord) -> None:
     """Remove a URL that is another record's page, with its place and its gauges."""
     url = _settle(core, crawl, q, url)
-    core._unplace(crawl, q, url)
+    core.unit(crawl).unplace(q, url)
     core.storage.delete_url(crawl, url)
 
 
