@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import itertools
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import MakeFrontier
 from redis_servers import (
     NO_SERVER,
     STARTED,
@@ -20,10 +20,8 @@ from redis_servers import (
     version,
 )
 
-from crawlstore import InMemFrontier, ManualClock, Seed, Store
+from crawlstore import InMemFrontier, ManualClock, Store
 from crawlstore.frontier import Frontier
-
-MakeFrontier = Callable[..., Frontier]
 
 STORAGES = ["memory", "store", "redis"]
 _namespaces = itertools.count()
@@ -113,44 +111,3 @@ def file_store(tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
     """A fresh store file only (tests of how it reads its file)."""
     with Store.open(tmp_path / "store.lmdb", clock=clock, durability="nosync") as s:
         yield s
-
-
-def env_without(tmp_path: Path, module: str) -> dict[str, str]:
-    """The environment of a child process in which importing ``module`` fails, as when the
-    extra that brings it is not installed."""
-    hidden = tmp_path / "hide" / module
-    hidden.mkdir(parents=True)
-    (hidden / "__init__.py").write_text(
-        f"raise ModuleNotFoundError('No module named {module}', name={module!r})\n")  # fmt: skip
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(tmp_path / "hide"), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
-
-
-def seed(path: str, **fields: object) -> Seed:
-    """``https://example.com/{path}`` with the given fields."""
-    return Seed("GET", f"https://example.com/{path}", **fields)  # type: ignore[arg-type]
-
-
-def path_of(popped: object) -> str | None:
-    """The path of a ``Ready`` seed without its leading slash, or None for Wait and Empty."""
-    from crawlstore import Ready
-
-    if isinstance(popped, Ready):
-        return popped.seed.url.split("/", 3)[3]
-    return None
-
-
-def drain(frontier: Frontier) -> list[str]:
-    """Pop until nothing is ready, reporting each seed Done; the paths in pop order."""
-    from crawlstore import Done, Ready
-
-    out = []
-    while isinstance(popped := frontier.pop(), Ready):
-        out.append(path_of(popped) or "")
-        frontier.report(Done(popped.seed))
-    return out
-
-
-def pop_seeds(frontier: Frontier, limit: int, **limits: object) -> list[Seed]:
-    """The seeds of ``frontier.pop_many(limit, ...)`` (each carries its lease)."""
-    return [ready.seed for ready in frontier.pop_many(limit, **limits)]  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import MakeFrontier, pop_seeds
+from helpers import MakeFrontier, pop_seeds
 
 from crawlstore import Backoff, Done, Retry, Seed, Store, Validator, register_queue_key
 from crawlstore.errors import InvalidArgument

@@ -5,7 +5,7 @@ store-wide switch, and queues named by the seed."""
 from __future__ import annotations
 
 import pytest
-from conftest import MakeFrontier
+from helpers import MakeFrontier
 
 from crawlstore import Done, ManualClock, Reason, Seed
 from crawlstore.errors import InvalidArgument, NotInFlight

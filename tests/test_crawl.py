@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import env_without
+from helpers import env_without
 from test_cli import COMMAND, cli
 
 from crawlstore import Store

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import pop_seeds
+from helpers import pop_seeds
 
 from crawlstore import Done, ManualClock, Seed, Store, Validator
 from crawlstore.errors import OlderFormat

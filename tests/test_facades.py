@@ -6,7 +6,7 @@ import enum
 import random
 
 import pytest
-from conftest import MakeFrontier, drain, path_of, pop_seeds, seed
+from helpers import MakeFrontier, drain, path_of, pop_seeds, seed
 
 from crawlstore import (
     Backoff,

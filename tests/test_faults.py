@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import pop_seeds
+from helpers import pop_seeds
 
 from crawlstore import Done, Seed, Store, Validator
 from crawlstore.errors import CrawlstoreError, ReadOnlyStore, StoreError, StoreFull

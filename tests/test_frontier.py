@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import MakeFrontier, drain, path_of, seed
+from helpers import MakeFrontier, drain, path_of, seed
 
 from crawlstore import (
     Admission,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import MakeFrontier, pop_seeds
+from helpers import MakeFrontier, pop_seeds
 
 from crawlstore import InMemValidators, ManualClock, Ready, Seed, Store, Validator, Wait
 from crawlstore.errors import InvalidValidator

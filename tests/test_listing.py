@@ -4,7 +4,7 @@ revisits holds its failed pages as scheduled, and the filters on the last outcom
 from __future__ import annotations
 
 import pytest
-from conftest import MakeFrontier, seed
+from helpers import MakeFrontier, seed
 
 from crawlstore import Done, Failed, ManualClock, Ready, Skipped
 from crawlstore.errors import InvalidArgument

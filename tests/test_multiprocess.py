@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import pop_seeds
+from helpers import pop_seeds
 
 from crawlstore import Done, Seed, Store, Worker
 from crawlstore.errors import StoreError

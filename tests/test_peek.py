@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import MakeFrontier, seed
+from helpers import MakeFrontier, seed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import path_of
+from helpers import path_of
 from lmdbcount import counting
 
 from crawlstore import Done, Empty, ManualClock, Ready, Seed, Store, Wait, register_queue_key

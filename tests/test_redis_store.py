@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import redis
-from conftest import seed
+from helpers import seed
 from redis_servers import Node
 
 from crawlstore import Store

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import pop_seeds
+from helpers import pop_seeds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import seed
+from helpers import seed
 
 from crawlstore import Done, InMemFrontier, InMemValidators, ManualClock, Ready, Seed, Store
 from crawlstore.integrations.httpx import Outcome, build_request, classify

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import pop_seeds, seed
+from helpers import pop_seeds, seed
 
 from crawlstore import Done, InMemFrontier, ManualClock, Ready, Seed, Store
 from crawlstore.errors import NotInFlight, ReadOnlyStore, StoreError

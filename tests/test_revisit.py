@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import MakeFrontier, drain, path_of, seed
+from helpers import MakeFrontier, drain, path_of, seed
 
 from crawlstore import (
     Backoff,

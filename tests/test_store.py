@@ -8,7 +8,7 @@ from pathlib import Path
 import lmdb
 import msgpack
 import pytest
-from conftest import drain, path_of, seed
+from helpers import drain, path_of, seed
 
 from crawlstore import (
     Backoff,

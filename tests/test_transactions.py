@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from conftest import MakeFrontier, pop_seeds
+from helpers import MakeFrontier, pop_seeds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

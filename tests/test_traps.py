@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import MakeFrontier, drain
+from helpers import MakeFrontier, drain
 
 from crawlstore import Done, ManualClock, Ready, Seed, Store
 from crawlstore.frontier import Reason

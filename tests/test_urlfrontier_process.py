@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import env_without
+from helpers import env_without
 from test_cli import COMMAND, export
 from urlfrontier_helpers import OK, discovered, known
 

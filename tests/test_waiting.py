@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from conftest import MakeFrontier, seed
+from helpers import MakeFrontier, seed
 
 from crawlstore import Done, ManualClock, Retry, RetryPolicy
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MakeFrontier, path_of, seed
+from helpers import MakeFrontier, path_of, seed
 
 from crawlstore import Done, ManualClock, Ready, Seed, Store, Validator, Worker
 from crawlstore.errors import InvalidArgument, NotInFlight, StoreError
