@@ -47,9 +47,14 @@ def _records(storage: StoreStorage, frontier: CoreFrontier) -> Iterator[dict[str
         )
     kind = storage.view_data.seen_mark(ref, storage.view_data.seen_kinds[0], write=False)
     if kind is not None:
-        fps = storage.view_data.seen_all(ref, kind)
-        for i in range(0, len(fps), _SEEN_BATCH):
-            yield {"type": "seen", "fps": fps[i : i + _SEEN_BATCH]}
+        batch: list[bytes] = []
+        for fp in storage.view_data.seen_all(ref, kind):  # a cursor in the reader's snapshot
+            batch.append(fp)
+            if len(batch) >= _SEEN_BATCH:
+                yield {"type": "seen", "fps": batch}
+                batch = []
+        if batch:
+            yield {"type": "seen", "fps": batch}
     if params is not None:
         meta = dict(zip(_BLOOM_PARAMS, params, strict=True))
         yield {"type": "bloom", "params": {**meta, "n": storage.view_data.view_count(ref, "bloom")}}

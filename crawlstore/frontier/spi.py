@@ -455,8 +455,9 @@ class ViewData(Protocol):
     def seen_add(self, ref: Any, kind: str, fps: Sequence[bytes]) -> None:
         """Add fingerprints the set does not hold."""
 
-    def seen_all(self, ref: Any, kind: str) -> list[bytes]:
-        """Every fingerprint of the set, in byte order."""
+    def seen_all(self, ref: Any, kind: str) -> Iterator[bytes]:
+        """Every fingerprint of the set, in byte order (read as it is iterated, in the unit or
+        reader it began in)."""
 
     def bloom_parts(self, bits: int) -> int:
         """How many parts a Bloom filter of ``bits`` is split in (each of the bits over the

@@ -75,9 +75,11 @@ class LmdbViewData:
         for fp in fps:
             put(ref, fp, db=db, dupdata=False)
 
-    def seen_all(self, ref: bytes, kind: str) -> list[bytes]:
+    def seen_all(self, ref: bytes, kind: str) -> Iterator[bytes]:
         cursor = self._s.cursor("seen")
-        return [bytes(fp) for fp in cursor.iternext_dup()] if cursor.set_key(ref) else []
+        if cursor.set_key(ref):
+            for fp in cursor.iternext_dup():
+                yield bytes(fp)
 
     # -- the Bloom filter -----------------------------------------------------------------------
 

@@ -100,7 +100,7 @@ class RedisViewData:
             else:
                 u.hset(key, field, b"")
 
-    def seen_all(self, ref: CrawlRecord, kind: str) -> list[bytes]:
+    def seen_all(self, ref: CrawlRecord, kind: str) -> Iterator[bytes]:
         u, out = self._s.u(), []
         for bucket in range(self._s.buckets):
             tag = self._s.bucket_tag(ref, bucket)
@@ -113,7 +113,7 @@ class RedisViewData:
             keys = [tag + b":sp:%d" % part for part in range(PARTS)]
             for fields in u.read([("HKEYS", key) for key in keys]):
                 out.extend(lead + f for f in fields)
-        return sorted(out)
+        return iter(sorted(out))
 
     # -- the Bloom filter -----------------------------------------------------------------------
 
