@@ -40,11 +40,8 @@ def _records(storage: StoreStorage, frontier: CoreFrontier) -> Iterator[dict[str
     if ref is None:
         return  # no such crawl
     params = storage.view_data.bloom_params(ref)
-    if params is not None and not storage.capabilities.portable_bloom:
-        raise InvalidArgument(
-            f"crawl {name!r} keeps a Bloom seen set on a store that lays its bits out its own "
-            "way, which an export does not carry; export a crawl with an exact seen set"
-        )
+    # the storage refuses here, before any record of the set, when its bits do not travel
+    chunks = storage.view_data.bloom_chunks(ref) if params is not None else iter(())
     kind = storage.view_data.seen_mark(ref, storage.view_data.seen_kinds[0], write=False)
     if kind is not None:
         batch: list[bytes] = []
@@ -58,7 +55,7 @@ def _records(storage: StoreStorage, frontier: CoreFrontier) -> Iterator[dict[str
     if params is not None:
         meta = dict(zip(_BLOOM_PARAMS, params, strict=True))
         yield {"type": "bloom", "params": {**meta, "n": storage.view_data.view_count(ref, "bloom")}}
-        for chunk, bits in storage.view_data.bloom_chunks(ref):
+        for chunk, bits in chunks:
             yield {"type": "bloom_chunk", "chunk": chunk, "bits": bits}
     for fp, (etag, last_modified, stored_at) in storage.view_data.validators_all(ref):
         yield {"type": "validator", "fp": fp, "etag": etag, "last_modified": last_modified,
@@ -155,7 +152,7 @@ def _write(storage: StoreStorage, name: str, clock: Clock, batch: list[dict[str,
     ref = storage.view_data.crawl_ref(name)
     place = first
     try:
-        for place, record in enumerate(batch, first):
+        for place, record in enumerate(batch, first):  # noqa: B007 (the errors name it)
             kind = record["type"]
             if kind == "seen":
                 stored = storage.view_data.seen_mark(
@@ -163,17 +160,10 @@ def _write(storage: StoreStorage, name: str, clock: Clock, batch: list[dict[str,
                 )
                 seen = StoreSeen(storage, name, clock, stored)
                 seen.insert_many([_fingerprint(fp) for fp in record["fps"]])
-            elif kind in ("bloom", "bloom_chunk") and not storage.capabilities.portable_bloom:
-                raise InvalidSnapshot(
-                    "the export holds a Bloom seen set, which this store cannot take over (it "
-                    "lays the bits out its own way): export the crawl with an exact seen set",
-                    record=place,
-                )
             elif kind == "bloom":
                 params = record["params"]
                 meta = tuple(params[key] for key in _BLOOM_PARAMS)
-                storage.view_data.bloom_create(ref, meta, 1, int(meta[2]))
-                storage.view_data.add_view_count(ref, "bloom", int(params["n"]))
+                storage.view_data.load_bloom(ref, meta, int(params["n"]))
             elif kind == "bloom_chunk":
                 storage.view_data.put_bloom_chunk(ref, int(record["chunk"]), bytes(record["bits"]))
             else:
@@ -181,7 +171,9 @@ def _write(storage: StoreStorage, name: str, clock: Clock, batch: list[dict[str,
                 value = [record["etag"], record["last_modified"], record["stored_at"]]
                 if not storage.view_data.put_validator(ref, fp, value):
                     storage.view_data.add_view_count(ref, "validators", 1)
-    except InvalidSnapshot:
+    except InvalidSnapshot as exc:
+        if exc.record is None:  # the storage's refusal: at this record
+            raise InvalidSnapshot(str(exc), record=place) from None
         raise
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise malformed(exc, place) from None

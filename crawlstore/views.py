@@ -104,8 +104,7 @@ class StoreSeen(_Seen):
                  kind: str | None = None) -> None:  # fmt: skip
         kinds = storage.view_data.seen_kinds
         if kind is not None and kind not in kinds:
-            raise InvalidArgument(f"an exact seen set of this store is one of {kinds}: "
-                                  f"{kind!r:.100}")  # fmt: skip
+            raise InvalidArgument(f"an exact seen set is one of {kinds}: {kind!r:.100}")
         super().__init__(storage, crawl, clock)
         self.kind = kind or kinds[0]
 

@@ -424,6 +424,12 @@ def test_the_old_names_of_the_store_s_classes_work_and_warn(tmp_path: Path) -> N
                      ("RedisValidators", "StoreValidators")]:  # fmt: skip
         with pytest.warns(DeprecationWarning, match=f"{old} is {new}"):
             assert getattr(crawlstore.redis, old) is getattr(crawlstore.store, new)
+    import crawlstore.frontier
+    import crawlstore.storages
+
+    for name, home in [("InMemFrontier", crawlstore), ("MemoryStorage", crawlstore.storages)]:
+        with pytest.warns(DeprecationWarning, match=f"import {name} from {home.__name__}"):
+            assert getattr(crawlstore.frontier, name) is getattr(home, name)
     with Store.open(tmp_path / "s.lmdb") as store:
         assert isinstance(store.frontier(), old_frontier)
     with pytest.raises(AttributeError):

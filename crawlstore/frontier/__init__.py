@@ -83,3 +83,18 @@ __all__ = [
     "next_seed",
     "register_queue_key",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``InMemFrontier`` and ``MemoryStorage``, which left this package, for one release."""
+    if name in ("InMemFrontier", "MemoryStorage"):
+        import importlib
+        import warnings
+
+        home = "crawlstore" if name == "InMemFrontier" else "crawlstore.storages"
+        warnings.warn(f"import {name} from {home}: crawlstore.frontier holds the core and its "
+                      "facades; the old place goes in the next release", DeprecationWarning,
+                      stacklevel=2)  # fmt: skip
+        # by name: the frontier is below both, and imports neither
+        return getattr(importlib.import_module(home), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -102,9 +102,6 @@ class Capabilities:
     #: pop, a page, ``store.transaction()``) commits atomically within one. 1: every unit
     #: commits atomically across the whole store, every crawl and view (every storage here).
     partitions: int = 1
-    #: A Bloom seen set's bits travel in an export as chunks (``bloom_chunks``) that another
-    #: store of the same kind takes back.
-    portable_bloom: bool = False
     #: The queue mode of a crawl created without one: ``"host"`` where a single queue would
     #: hold all of a crawl's seeds in one shard of a sharded storage.
     default_queues: str = "single"
@@ -483,10 +480,15 @@ class ViewData(Protocol):
         """Every (fingerprint, validators) of the crawl, in fingerprint order."""
 
     def bloom_chunks(self, ref: Any) -> Iterator[tuple[int, bytes]]:
-        """The Bloom filter's bits as (chunk number, bytes), where ``portable_bloom``."""
+        """The Bloom filter's bits as (chunk number, bytes), for an export; ``InvalidArgument``
+        (raised by the call, before any chunk) where its bits do not travel."""
+
+    def load_bloom(self, ref: Any, params: tuple[Any, ...], count: int) -> None:
+        """Make the Bloom filter an export describes (its chunks follow); ``InvalidSnapshot``
+        where such bits cannot be taken over."""
 
     def put_bloom_chunk(self, ref: Any, chunk: int, bits: bytes) -> None:
-        """Write a chunk of ``bloom_chunks`` back, where ``portable_bloom``."""
+        """Write a chunk of ``bloom_chunks`` back (``InvalidSnapshot`` where it cannot)."""
 
 
 class StoreStorage(Storage, Protocol):

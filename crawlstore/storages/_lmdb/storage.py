@@ -140,7 +140,6 @@ class LmdbStorage:
             durability="disk" if engine.durability is not Durability.NOSYNC else "os",
             shared=True,
             snapshot=True,
-            portable_bloom=True,
         )
         self._local = threading.local()  # each thread's read transaction, while it reads
         #: The write unit running now: (its thread, its transaction).
@@ -439,8 +438,10 @@ class LmdbStorage:
         for key, raw in scan(self.txn(), self.dbs["state"], prefix):
             namespace, _, rest = key[4:].partition(b"\x00")
             if rest[:1] == _HASHED:
-                long_key, value = unpack("state", key, raw)
-                yield namespace.decode("utf-8"), long_key, pack(value)
+                record = unpack("state", key, raw)
+                if not (isinstance(record, list) and len(record) == 2):
+                    raise CorruptRecord(f"state record {key.hex()} is malformed: {record!r:.100}")
+                yield namespace.decode("utf-8"), record[0], pack(record[1])
             else:
                 yield namespace.decode("utf-8"), rest.decode("utf-8"), raw
 

@@ -131,6 +131,10 @@ class LmdbViewData:
         for key, raw in scan(self._s.txn(), self._s.dbs["bloom"], ref + _CHUNKS):
             yield read_u32(key, len(ref) + 1), raw
 
+    def load_bloom(self, ref: bytes, params: tuple[Any, ...], count: int) -> None:
+        self.bloom_create(ref, params, 1, int(params[2]))
+        self.add_view_count(ref, "bloom", count)
+
     def put_bloom_chunk(self, ref: bytes, chunk: int, bits: bytes) -> None:
         self._s.ctx().txn.put(ref + _CHUNKS + u32(chunk), bits, db=self._s.dbs["bloom"])
 

@@ -17,7 +17,7 @@ class NoFile:
 
     @property
     def path(self) -> Path:
-        raise StoreError(f"{self._url} is a store on Redis: it has no path (see .location)")
+        raise StoreError(f"{self._url} is a store on Redis: it has no path (see .url)")
 
     def size(self) -> int:
         raise StoreError(f"{self._url} is a store on Redis: see used_memory in INFO memory")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from ...errors import StoreError
+from ...errors import InvalidArgument, InvalidSnapshot
 
 if TYPE_CHECKING:
     from ...frontier.spi import CrawlRecord
@@ -151,10 +151,19 @@ class RedisViewData:
         self._s.u().setbits(self._bloom_key(ref, part), list(positions))
 
     def bloom_chunks(self, ref: CrawlRecord) -> Iterator[tuple[int, bytes]]:
-        raise StoreError(f"{self._s.location}: a Bloom filter on Redis has no portable chunks")
+        raise InvalidArgument(
+            f"crawl {ref.name!r} keeps a Bloom seen set on Redis, which an export does not carry "
+            "(its bits are laid out per bucket); export a crawl with an exact seen set"
+        )
+
+    def load_bloom(self, ref: CrawlRecord, params: tuple[Any, ...], count: int) -> None:
+        self.put_bloom_chunk(ref, 0, b"")
 
     def put_bloom_chunk(self, ref: CrawlRecord, chunk: int, bits: bytes) -> None:
-        raise StoreError(f"{self._s.location}: a Bloom filter on Redis has no portable chunks")
+        raise InvalidSnapshot(
+            "the export holds a Bloom seen set, which a store on Redis cannot take over (its "
+            "bits are laid out per bucket): export the crawl with an exact seen set"
+        )
 
     # -- validators -----------------------------------------------------------------------------
 
