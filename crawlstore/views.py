@@ -117,13 +117,10 @@ class StoreSeen(_Seen):
     def _insert(self, fps: Sequence[bytes]) -> int:
         ref = self._write()
         self._kind(ref, write=True)
-        unique = list(dict.fromkeys(fps))
-        seen = self._storage.view_data.seen_has(ref, self.kind, unique)
-        new = [fp for fp, known in zip(unique, seen, strict=True) if not known]
+        new = self._storage.view_data.seen_add(ref, self.kind, fps)
         if new:
-            self._storage.view_data.seen_add(ref, self.kind, new)
-            self._storage.view_data.add_view_count(ref, "seen", len(new))
-        return len(new)
+            self._storage.view_data.add_view_count(ref, "seen", new)
+        return new
 
     def __contains__(self, fp: object) -> bool:
         return _is_fp(fp) and self.contains_many([fp])[0]
@@ -136,6 +133,8 @@ class StoreSeen(_Seen):
             if not good:
                 return [False] * len(fps)
             self._kind(ref, write=False)
+            if len(good) == len(fps):  # the usual case: every one a fingerprint
+                return self._storage.view_data.seen_has(ref, self.kind, good)
             found = dict(
                 zip(good, self._storage.view_data.seen_has(ref, self.kind, good), strict=True)
             )

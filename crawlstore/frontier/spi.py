@@ -449,8 +449,8 @@ class ViewData(Protocol):
         that keeps none keeps ``kind`` from now on."""
 
     def seen_has(self, ref: Any, kind: str, fps: Sequence[bytes]) -> list[bool]: ...
-    def seen_add(self, ref: Any, kind: str, fps: Sequence[bytes]) -> None:
-        """Add fingerprints the set does not hold."""
+    def seen_add(self, ref: Any, kind: str, fps: Sequence[bytes]) -> int:
+        """Add the fingerprints (a batch may hold one twice); how many the set did not hold."""
 
     def seen_all(self, ref: Any, kind: str) -> Iterator[bytes]:
         """Every fingerprint of the set, in byte order (read as it is iterated, in the unit or

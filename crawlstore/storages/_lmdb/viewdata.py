@@ -69,11 +69,10 @@ class LmdbViewData:
         find = self._s.cursor("seen").set_key_dup
         return [bool(find(ref, fp)) for fp in fps]
 
-    def seen_add(self, ref: bytes, kind: str, fps: Sequence[bytes]) -> None:
+    def seen_add(self, ref: bytes, kind: str, fps: Sequence[bytes]) -> int:
         ctx = self._s.ctx()
         put, db = ctx.txn.put, ctx.dbs["seen"]
-        for fp in fps:
-            put(ref, fp, db=db, dupdata=False)
+        return sum(1 for fp in fps if put(ref, fp, db=db, dupdata=False))
 
     def seen_all(self, ref: bytes, kind: str) -> Iterator[bytes]:
         cursor = self._s.cursor("seen")

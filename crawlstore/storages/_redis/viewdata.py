@@ -91,14 +91,17 @@ class RedisViewData:
             self._s.prefetch_fields(grouped)
         return [u.hget(key, field) is not None for key, field in wheres]
 
-    def seen_add(self, ref: CrawlRecord, kind: str, fps: Sequence[bytes]) -> None:
-        u = self._s.u()
-        for fp in fps:
+    def seen_add(self, ref: CrawlRecord, kind: str, fps: Sequence[bytes]) -> int:
+        u, unique = self._s.u(), list(dict.fromkeys(fps))
+        new = [fp for fp, known in zip(unique, self.seen_has(ref, kind, unique), strict=True)
+               if not known]  # fmt: skip
+        for fp in new:
             key, field = self._seen_at(ref, kind, fp)
             if kind == "set":
                 u.sadd(key, field)
             else:
                 u.hset(key, field, b"")
+        return len(new)
 
     def seen_all(self, ref: CrawlRecord, kind: str) -> Iterator[bytes]:
         u, out = self._s.u(), []
