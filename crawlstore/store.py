@@ -353,12 +353,12 @@ class Store:
         return f"<Store {self.location!r} {state}{' readonly' if self.readonly else ''}>"
 
 
-def migrate_fingerprints(store: Store, crawls: list[str] | None = None) -> list[str]:
-    """Move every crawl's URLs (or those of ``crawls``) to this crawlstore's fingerprints, with
-    their seen set and validators, a crawl a unit (so a migration cut short is taken up by the
-    next open); record the version last. The crawls."""
+def migrate_fingerprints(store: Store) -> list[str]:
+    """Move every crawl's URLs to this crawlstore's fingerprints, with their seen set and
+    validators, a crawl a unit (so a migration cut short is taken up by the next open); record
+    the version last. The crawls."""
     storage = store._storage
-    names = store.crawls() if crawls is None else crawls
+    names = store.crawls()
     for name in names:
         with store.transaction():
             moved = refingerprint(store.frontier(crawl=name).core)

@@ -407,24 +407,33 @@ class LmdbStorage:
     # with the key kept in the value: [key, value].
 
     @staticmethod
-    def _state_key(crawl: CrawlRecord, namespace: str, key: str) -> bytes:
-        return keys.text_key(crawl.ref + namespace.encode("utf-8") + b"\x00", key, "a state key")
+    def _state_key(crawl: CrawlRecord, namespace: str, key: str) -> tuple[bytes, bool]:
+        """The key of a state value, and whether it is a digest of a long key."""
+        prefix = crawl.ref + namespace.encode("utf-8") + b"\x00"
+        k = keys.text_key(prefix, key, "a state key")
+        return k, k[len(prefix) : len(prefix) + 1] == _HASHED
+
+    @staticmethod
+    def _long_state(k: bytes, raw: bytes) -> tuple[str, bytes]:
+        """The key and packed value of the record of a long key: [key, value]."""
+        record = unpack("state", k, raw)
+        if not (isinstance(record, list) and len(record) == 2):
+            raise CorruptRecord(f"state record {k.hex()} is malformed: {record!r:.100}")
+        return record[0], pack(record[1])
 
     def state_get(self, crawl: CrawlRecord, namespace: str, key: str) -> bytes | None:
-        k = self._state_key(crawl, namespace, key)
+        k, hashed = self._state_key(crawl, namespace, key)
         raw = self.get("state", k)
-        if raw is None or k[len(crawl.ref) + len(namespace.encode("utf-8")) + 1 :][:1] != _HASHED:
-            return raw
-        return pack(unpack("state", k, raw)[1])
+        return self._long_state(k, raw)[1] if raw is not None and hashed else raw
 
     def state_put(self, crawl: CrawlRecord, namespace: str, key: str, value: bytes) -> None:
-        k = self._state_key(crawl, namespace, key)
-        if k[len(crawl.ref) + len(namespace.encode("utf-8")) + 1 :][:1] == _HASHED:
+        k, hashed = self._state_key(crawl, namespace, key)
+        if hashed:
             value = b"\x92" + pack(key) + value  # the msgpack of [key, value]
         self.ctx().txn.put(k, value, db=self.dbs["state"])
 
     def state_delete(self, crawl: CrawlRecord, namespace: str, key: str) -> bool:
-        k = self._state_key(crawl, namespace, key)
+        k, _ = self._state_key(crawl, namespace, key)
         return bool(self.ctx().txn.delete(k, db=self.dbs["state"]))
 
     def state_keys(self, crawl: CrawlRecord, namespace: str) -> list[str]:
@@ -438,10 +447,7 @@ class LmdbStorage:
         for key, raw in scan(self.txn(), self.dbs["state"], prefix):
             namespace, _, rest = key[4:].partition(b"\x00")
             if rest[:1] == _HASHED:
-                record = unpack("state", key, raw)
-                if not (isinstance(record, list) and len(record) == 2):
-                    raise CorruptRecord(f"state record {key.hex()} is malformed: {record!r:.100}")
-                yield namespace.decode("utf-8"), record[0], pack(record[1])
+                yield (namespace.decode("utf-8"), *self._long_state(key, raw))
             else:
                 yield namespace.decode("utf-8"), rest.decode("utf-8"), raw
 

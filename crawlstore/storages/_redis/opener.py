@@ -17,7 +17,8 @@ def open_url(url: str, *, durability: Durability, readonly: bool, options: dict[
     """The storage at ``url``, created when its namespace is empty. A store whose records hold
     an older fingerprint version opens at that version (``fingerprint``), for ``Store.open`` to
     migrate; read-only, it raises ``OlderFormat``."""
-    for name in options:
+    if options:
+        name = next(iter(options))
         raise InvalidArgument(f"{name} applies to a store in a file, not to one on Redis")
     if durability is not Durability.SAFE:
         raise InvalidArgument(
