@@ -70,7 +70,9 @@ from .spi import (
     CrawlRecord,
     LeaseRecord,
     QueueRecord,
+    Slot,
     UrlRecord,
+    Visit,
 )
 
 __all__ = ["CoreFrontier", "set_defaults"]
@@ -303,8 +305,10 @@ class CoreFrontier(Frontier):
 
     def _enqueue(self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, cls: int) -> None:
         """Queue a URL (class 0: coming back, ahead of pushed seeds of its priority)."""
-        url.where = queue_place(crawl.policy.order, url.seed, cls, self.storage.next_seq(crawl))
-        self.storage.enqueue(crawl, q, url.where, url.fp)
+        url.where = entry = queue_place(
+            crawl.policy.order, url.seed, cls, self.storage.next_seq(crawl)
+        )
+        self.storage.enqueue(crawl, q, entry, url.fp)
         url.state, url.queue, url.kind = QUEUED, q.key, None
         self.storage.save_url(crawl, q, url)
         q.queued += 1
@@ -706,7 +710,7 @@ class CoreFrontier(Frontier):
             status = getattr(report, "status", None)
             reason = getattr(report, "reason", None)
             url.state, url.where, url.kind = state, None, None
-            url.outcome = (now, status, reason, state)
+            url.outcome = Visit(now, status, reason, state)
             self.storage.save_url(crawl, q, url)
             self._count(crawl, q, **dict.fromkeys(names, 1), **{spi.FINISHED[state]: 1})
         elif isinstance(report, Cancelled):
@@ -735,8 +739,8 @@ class CoreFrontier(Frontier):
     def _schedule(
         self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, at: float, kind: str
     ) -> None:
-        url.where = (at, self.storage.next_seq(crawl))
-        self.storage.schedule(crawl, q, url.where, url.fp)
+        url.where = slot = Slot(at, self.storage.next_seq(crawl))
+        self.storage.schedule(crawl, q, slot, url.fp)
         url.state, url.queue, url.kind = SCHEDULED, q.key, kind
         self.storage.save_url(crawl, q, url)
         revisit = kind == REVISIT
@@ -751,12 +755,13 @@ class CoreFrontier(Frontier):
         if url.state in spi.FINISHED:
             self._count(crawl, q, **{spi.FINISHED[url.state]: -1})
         elif url.state == QUEUED:
-            self.storage.unqueue(crawl, q, url.where)
+            self.storage.unqueue(crawl, q, url.entry)
             q.queued -= 1
             self._count(crawl, None, queued=-1)
         elif url.state == SCHEDULED:
-            self.storage.unschedule(crawl, q, url.where)
-            if q.due_at is not None and url.where[0] <= q.due_at:
+            slot = url.slot
+            self.storage.unschedule(crawl, q, slot)
+            if q.due_at is not None and slot.at <= q.due_at:
                 q.due_at = self.storage.next_due(crawl, q)  # it was the earliest
             revisit = url.kind == REVISIT
             q.scheduled -= 1
@@ -818,7 +823,7 @@ class CoreFrontier(Frontier):
             url = self.storage.url(crawl, fp) if crawl is not None else None
             if crawl is None or url is None or url.state != IN_FLIGHT:
                 return False
-            lease = self.storage.get_lease(crawl, url.where)
+            lease = self.storage.get_lease(crawl, url.token)
             if lease is None:
                 raise CorruptRecord(f"URL {fp.hex()} is in flight without its lease")
             now = self._clock()
@@ -925,11 +930,11 @@ class CoreFrontier(Frontier):
                 return self.order, queued, in_flight, scheduled
             for url in listing.scan(self, crawl, None, None):
                 if url.state == QUEUED:
-                    queued.append((url.where, url.seed))
+                    queued.append((url.entry, url.seed))
                 elif url.state == IN_FLIGHT:
                     in_flight.append(url.seed)
                 elif url.state == SCHEDULED:
-                    scheduled.append((url.where[0], url.where[1], url.seed, url.kind))
+                    scheduled.append((*url.slot, url.seed, url.kind))
             return crawl.policy.order, queued, in_flight, scheduled
 
         order, queued, in_flight, scheduled = self.storage.view(read)

@@ -138,9 +138,9 @@ def _url_record(url: UrlRecord, order: str, back: Iterator[int]) -> dict[str, An
                               "queue": url.queue, "kind": url.kind, "created": url.created,
                               "outcome": list(url.outcome) if url.outcome else None}  # fmt: skip
     if url.state == spi.QUEUED:
-        record["order"] = list(url.where)
+        record["order"] = list(url.entry)
     elif url.state == spi.SCHEDULED:
-        record["at"], record["seq"] = url.where
+        record["at"], record["seq"] = url.slot
     elif url.state == spi.IN_FLIGHT:
         record["state"] = spi.QUEUED  # its lease ends with the export: at the front again
         record["kind"] = None
@@ -334,17 +334,17 @@ def _load_url(
         rank, cls, seq = (int(part) for part in record["order"])
         if not (0 <= rank < 2**32 and cls in (0, 1) and 0 <= seq < 2**64):
             raise ValueError(f"a queue place out of range: {record['order']!r}")
-        url.where = (rank, cls, seq)
+        url.where = entry = spi.Entry(rank, cls, seq)
         storage.advance_seq(crawl, place_sequence(crawl.policy.order, cls, seq))
-        storage.enqueue(crawl, q, url.where, url.fp)
+        storage.enqueue(crawl, q, entry, url.fp)
         q.queued += 1
     elif state == spi.SCHEDULED:
         at = float(record["at"])
-        url.where = (at, int(record["seq"]))
-        if not (math.isfinite(at) and 0 <= url.where[1] < 2**63):
+        url.where = slot = spi.Slot(at, int(record["seq"]))
+        if not (math.isfinite(at) and 0 <= slot.seq < 2**63):
             raise ValueError(f"a schedule out of range: {record['at']!r}, {record['seq']!r}")
-        storage.advance_seq(crawl, url.where[1])
-        storage.schedule(crawl, q, url.where, url.fp)
+        storage.advance_seq(crawl, slot.seq)
+        storage.schedule(crawl, q, slot, url.fp)
         q.scheduled += 1
         q.revisits += url.kind == spi.REVISIT
         q.due_at = at if q.due_at is None else min(q.due_at, at)
@@ -353,14 +353,14 @@ def _load_url(
     storage.save_url(crawl, q, url)
 
 
-def _outcome(record: Any) -> tuple[float, int | None, str | None, str] | None:
+def _outcome(record: Any) -> spi.Visit | None:
     """A URL's last outcome from its export: time, status, reason, final state."""
     if not record:
         return None
     when, status, reason, state = record
     if state not in spi.FINISHED or not (status is None or isinstance(status, int)):
         raise ValueError(f"an outcome is time, status, reason, final state: {record!r:.100}")
-    return float(when), status, None if reason is None else str(reason), state
+    return spi.Visit(float(when), status, None if reason is None else str(reason), state)
 
 
 def _place_all(core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRecord]) -> None:

@@ -57,7 +57,7 @@ def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) ->
             url.seed = fresh
             if at is None:
                 url.state, url.where, url.kind = DONE, None, None
-                url.outcome = (now, None, None, DONE)
+                url.outcome = spi.Visit(now, None, None, DONE)
                 storage.save_url(crawl, q, url)
                 core.unit(crawl).count(q, done=1, **{spi.FINISHED[DONE]: 1})
             else:
@@ -73,7 +73,7 @@ def _take_out(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlRe
     if url.state != IN_FLIGHT:
         core.unit(crawl).unplace(q, url)
         return url
-    lease = core.storage.get_lease(crawl, url.where)
+    lease = core.storage.get_lease(crawl, url.token)
     if lease is None:
         raise CorruptRecord(f"URL {url.fp.hex()} of crawl {core.name!r} is in flight without "
                             "its lease")  # fmt: skip

@@ -139,10 +139,10 @@ def delete_crawl(core: CoreFrontier) -> int:
 def _status(core: CoreFrontier, url: UrlRecord, crawl: CrawlRecord) -> URLStatus:
     at = None
     if url.state == IN_FLIGHT:
-        lease = core.storage.get_lease(crawl, url.where)
+        lease = core.storage.get_lease(crawl, url.token)
         at = lease.expires if lease is not None else None
     elif url.state == SCHEDULED:
-        at = url.where[0]
+        at = url.slot.at
     outcome = None
     if url.outcome is not None:
         when, status, reason, finished = url.outcome
@@ -330,7 +330,7 @@ def purge(core: CoreFrontier, *, before: float, queue: str | None = None) -> int
                 url.queue, core.unit(crawl).queue(url.queue, now)
             )
             if url.state == IN_FLIGHT:
-                lease = core.storage.get_lease(crawl, url.where)
+                lease = core.storage.get_lease(crawl, url.token)
                 if lease is not None:
                     core.unit(crawl).end(q, lease)
             core.unit(crawl).unplace(q, url)

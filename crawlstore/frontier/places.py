@@ -4,7 +4,7 @@ listings and its exports."""
 from __future__ import annotations
 
 from ..seed import Seed
-from .spi import QueueRecord
+from .spi import Entry, QueueRecord
 
 __all__ = ["finished_count", "place_sequence", "queue_place"]
 
@@ -18,11 +18,11 @@ def place_sequence(order: str, cls: int, seq: int) -> int:
     return _U64_MAX - seq if order == "lifo" and cls == 1 else seq
 
 
-def queue_place(order: str, seed: Seed, cls: int, seq: int) -> tuple[int, int, int]:
+def queue_place(order: str, seed: Seed, cls: int, seq: int) -> Entry:
     """Where a seed goes in its queue: rank (its priority, in a priority crawl), class (0:
     coming back, ahead of pushed seeds of its rank), sequence."""
     rank = _PRIORITY_TOP - seed.priority if order == "priority" else 0
-    return rank, cls, place_sequence(order, cls, seq)
+    return Entry(rank, cls, place_sequence(order, cls, seq))
 
 
 def finished_count(q: QueueRecord) -> int:

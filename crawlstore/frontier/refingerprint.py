@@ -72,7 +72,7 @@ def _settle(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlReco
     """The URL as it is once a lease it is under ends: queued at the front of its queue."""
     if url.state != IN_FLIGHT:
         return url
-    lease = core.storage.get_lease(crawl, url.where)
+    lease = core.storage.get_lease(crawl, url.token)
     if lease is None:
         raise CorruptRecord(f"URL {url.fp.hex()} is in flight without its lease")
     core.unit(crawl).requeue(q, lease)
@@ -94,11 +94,11 @@ def _move(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord
     storage, new = core.storage, seed.fingerprint
     url = _settle(core, crawl, q, url)
     if url.state == QUEUED:
-        storage.unqueue(crawl, q, url.where)
-        storage.enqueue(crawl, q, url.where, new)
+        storage.unqueue(crawl, q, url.entry)
+        storage.enqueue(crawl, q, url.entry, new)
     elif url.state == SCHEDULED:
-        storage.unschedule(crawl, q, url.where)
-        storage.schedule(crawl, q, url.where, new)
+        storage.unschedule(crawl, q, url.slot)
+        storage.schedule(crawl, q, url.slot, new)
     storage.delete_url(crawl, url)
     moved = UrlRecord(new, seed.with_lease(None), url.state, url.queue, url.where, url.created,
                       url.outcome, url.kind)  # fmt: skip

@@ -17,7 +17,7 @@ import enum
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import msgpack
 
@@ -36,14 +36,18 @@ __all__ = [
     "Capabilities",
     "CrawlRecord",
     "Durability",
+    "Entry",
     "LeaseRecord",
     "QueueRecord",
+    "Slot",
     "Storage",
     "StoreFile",
     "StoreStorage",
     "UnitReader",
     "UrlRecord",
     "ViewData",
+    "Visit",
+    "Where",
 ]
 
 _T = TypeVar("_T")
@@ -60,6 +64,38 @@ COUNTS = ("admitted", "popped", "done", "failed", "skipped", "retried", "unchang
 #: Gauges of the URLs whose visit ended, by how (a queue's and the crawl's): what
 #: ``count(state="done")`` reads. ``done`` above counts reports, a revisited URL at each visit.
 FINISHED = {DONE: "urls:done", FAILED: "urls:failed", SKIPPED: "urls:skipped"}
+
+
+class Entry(NamedTuple):
+    """Where a queued URL is: its place in its queue, in the order entries leave it (rank, then
+    class, then sequence)."""
+
+    rank: int
+    cls: int
+    seq: int
+
+
+class Slot(NamedTuple):
+    """Where a scheduled URL is: when it falls due (epoch seconds) and a sequence unique in its
+    crawl."""
+
+    at: float
+    seq: int
+
+
+#: Where a URL is, by its state: queued, an ``Entry``; in flight, its lease's token (16 bytes);
+#: scheduled, a ``Slot``; finished, nowhere. Each packs as the plain array or bytes it is.
+Where = Entry | bytes | Slot | None
+
+
+class Visit(NamedTuple):
+    """How a URL's last visit ended: when, the status code and reason reported, the state it
+    finished in."""
+
+    at: float
+    status: int | None
+    reason: str | None
+    state: str
 
 
 class Durability(str, enum.Enum):
@@ -178,8 +214,8 @@ class QueueRecord:
 
 class UrlRecord:
     """A URL of a crawl, by fingerprint: its seed, its queue, where it is (``where``: its
-    entry in the queue, its lease's token, or its schedule), when it was first admitted, and
-    how its last visit ended (``outcome``: time, status code, reason, final state).
+    ``Entry`` in the queue, its lease's token, or its schedule ``Slot``), when it was first
+    admitted, and how its last visit ended (``outcome``, a ``Visit``).
 
     A storage may hand over the seed still packed (``packed``: the msgpack of its record): it
     is decoded when first read, and a record saved with its seed unread keeps those bytes."""
@@ -193,9 +229,9 @@ class UrlRecord:
         seed: Seed | None,
         state: str,
         queue: str,
-        where: Any,
+        where: Where,
         created: float,
-        outcome: tuple[float, int | None, str | None, str] | None = None,
+        outcome: Visit | None = None,
         kind: str | None = None,
         *,
         packed: bytes | None = None,
@@ -204,6 +240,34 @@ class UrlRecord:
         self.where, self.created, self.outcome, self.kind = where, created, outcome, kind
         self._packed = packed
         self.ref: Any = None
+
+    @property
+    def entry(self) -> Entry:
+        """Where this queued URL is in its queue."""
+        where = self.where
+        if type(where) is not Entry:
+            raise self._misplaced("a queue entry")
+        return where
+
+    @property
+    def token(self) -> bytes:
+        """The token of this in-flight URL's lease."""
+        where = self.where
+        if type(where) is not bytes:
+            raise self._misplaced("a lease token")
+        return where
+
+    @property
+    def slot(self) -> Slot:
+        """When this scheduled URL falls due."""
+        where = self.where
+        if type(where) is not Slot:
+            raise self._misplaced("a schedule slot")
+        return where
+
+    def _misplaced(self, wanted: str) -> CorruptRecord:
+        return CorruptRecord(f"urls record of {bytes(self.fp).hex()} is {self.state} without "
+                             f"{wanted}: {self.where!r:.100}")  # fmt: skip
 
     @property
     def seed(self) -> Seed:
@@ -372,14 +436,14 @@ class Storage(Protocol):
 
     # -- a queue's entries, leases and schedule -------------------------------------------------
 
-    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
+    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry,
                 fp: bytes) -> None:  # fmt: skip
         """Add an entry at ``order`` (rank, class, sequence: unique in the crawl)."""
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         """Take up to ``n`` entries from the head; their fingerprints."""
 
-    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
+    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry) -> None:
         """Remove the entry at ``order``."""
 
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
@@ -395,14 +459,12 @@ class Storage(Protocol):
     def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
         """Every lease of the crawl (for a look at who holds them)."""
 
-    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
+    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot,
                  fp: bytes) -> None:  # fmt: skip
         """Schedule ``fp`` at ``when`` (a time, and a sequence unique in the crawl)."""
 
-    def unschedule(
-        self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]
-    ) -> None: ...
-    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
+    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot) -> None: ...
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Slot, bytes]]:
         """Remove and return the queue's schedules due at ``now``, earliest first: (when,
         fingerprint)."""
 

@@ -11,7 +11,19 @@ from typing import Any
 import msgpack
 
 from ..errors import CorruptRecord
-from ..frontier.spi import ACTIVE, DONE, FAILED, SKIPPED, UrlRecord
+from ..frontier.spi import (
+    ACTIVE,
+    DONE,
+    FAILED,
+    IN_FLIGHT,
+    QUEUED,
+    SCHEDULED,
+    SKIPPED,
+    Entry,
+    Slot,
+    UrlRecord,
+    Visit,
+)
 from ..url import Fingerprint
 
 __all__ = ["ORDER", "U64_MAX", "decode_url", "encode_url", "ms_up", "pack", "unpack"]
@@ -65,12 +77,16 @@ def decode_url(fp: bytes, raw: bytes, key: bytes) -> UrlRecord:
         state, queue, where, created, outcome, kind, packed = unpack("urls", key, raw)
         if state not in URL_STATES or not isinstance(queue, str) or not isinstance(packed, bytes):
             raise ValueError(f"state {state!r}, queue {queue!r}, seed {type(packed).__name__}")
-        if isinstance(where, list):
-            where = tuple(where)
+        if state == QUEUED:
+            where = Entry(*where)
+        elif state == SCHEDULED:
+            where = Slot(*where)
+        elif state != IN_FLIGHT:
+            where = None
+        elif not isinstance(where, bytes):
+            raise ValueError(f"lease token {where!r}")
         if outcome is not None:
-            outcome = tuple(outcome)
-            if len(outcome) != 4:
-                raise ValueError(f"outcome {outcome!r}")
+            outcome = Visit(*outcome)
         return UrlRecord(Fingerprint(fp), None, state, queue, where, float(created),
                          outcome, kind, packed=packed)  # fmt: skip
     except CorruptRecord:
