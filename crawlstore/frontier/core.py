@@ -584,7 +584,7 @@ class CoreFrontier(Frontier):
     def _maintain(self, crawl: CrawlRecord, q: QueueRecord, now: float) -> None:
         storage = self.storage
         if q.due_at is not None and q.due_at <= now:
-            for _, fp in storage.due(crawl, q, now):
+            for fp in storage.due(crawl, q, now):
                 url = storage.url(crawl, fp)
                 if url is None:
                     raise CorruptRecord(f"a schedule of queue {q.key!r} names {fp.hex()}, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ _PACK = msgpack.Packer(use_bin_type=True).pack
 
 __all__ = [
     "ACTIVE",
+    "QUEUE_FIELDS",
     "Capabilities",
     "CrawlRecord",
     "Durability",
@@ -197,19 +199,27 @@ class QueueRecord:
         return new
 
     def to_record(self) -> list[Any]:
-        return [self.key, self.created, self.delay, self.cap, self.blocked, self.limit,
-                self.last, self.queued, self.in_flight, self.scheduled, self.revisits,
-                self.counts, self.due_at, self.expiry_at, self.event]  # fmt: skip
+        """The queue as stored: the values of ``QUEUE_FIELDS``, in order."""
+        return list(_queue_fields(self))
 
     @classmethod
-    def from_record(cls, record: list[Any], ref: Any = None) -> QueueRecord:
+    def from_record(cls, record: Sequence[Any], ref: Any = None) -> QueueRecord:
+        """The queue of a stored record (``ValueError`` when it has not one value a field)."""
+        if len(record) != len(QUEUE_FIELDS):
+            raise ValueError(f"a queue record has {len(QUEUE_FIELDS)} fields, not {len(record)}")
         new = cls.__new__(cls)
-        (new.key, new.created, new.delay, new.cap, new.blocked, new.limit, new.last,
-         new.queued, new.in_flight, new.scheduled, new.revisits, new.counts, new.due_at,
-         new.expiry_at, new.event) = record  # fmt: skip
+        for name, value in zip(QUEUE_FIELDS, record, strict=True):
+            setattr(new, name, value)
         new.ref = ref
         new.stale = False
         return new
+
+
+#: A queue record's stored fields, in the order they are stored (``QueueRecord.to_record``).
+QUEUE_FIELDS = ("key", "created", "delay", "cap", "blocked", "limit", "last", "queued",
+                "in_flight", "scheduled", "revisits", "counts", "due_at", "expiry_at",
+                "event")  # fmt: skip
+_queue_fields = operator.attrgetter(*QUEUE_FIELDS)
 
 
 class UrlRecord:
@@ -464,9 +474,9 @@ class Storage(Protocol):
         """Schedule ``fp`` at ``when`` (a time, and a sequence unique in the crawl)."""
 
     def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot) -> None: ...
-    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Slot, bytes]]:
-        """Remove and return the queue's schedules due at ``now``, earliest first: (when,
-        fingerprint)."""
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[bytes]:
+        """Remove the queue's schedules due at ``now``; return their fingerprints, earliest
+        first."""
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None: ...
 

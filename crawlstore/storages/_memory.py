@@ -19,8 +19,10 @@ from ..frontier.policy import DEFAULTS, Defaults
 from ..frontier.spi import (
     Capabilities,
     CrawlRecord,
+    Entry,
     LeaseRecord,
     QueueRecord,
+    Slot,
     UnitReader,
     UrlRecord,
 )
@@ -40,10 +42,10 @@ class _Crawl:
         self.queues: dict[str, QueueRecord] = {}
         self.index: list[tuple[float, int, str]] = []  # (event, seq, key); stale ones skipped
         self.indexed: dict[str, tuple[float, int]] = {}
-        self.pending: dict[str, list[tuple[tuple[int, int, int], bytes]]] = {}
-        self.unqueued: dict[str, set[tuple[int, int, int]]] = {}
-        self.schedules: dict[str, list[tuple[tuple[float, int], bytes]]] = {}
-        self.unscheduled: dict[str, set[tuple[float, int]]] = {}
+        self.pending: dict[str, list[tuple[Entry, bytes]]] = {}
+        self.unqueued: dict[str, set[Entry]] = {}
+        self.schedules: dict[str, list[tuple[Slot, bytes]]] = {}
+        self.unscheduled: dict[str, set[Slot]] = {}
         self.leases: dict[bytes, LeaseRecord] = {}
         self.expiries: dict[str, list[tuple[float, bytes]]] = {}
         self.urls: dict[bytes, UrlRecord] = {}
@@ -323,10 +325,9 @@ class MemoryStorage:
 
     # -- a queue's entries, leases and schedule -------------------------------------------------
 
-    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
+    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry,
                 fp: bytes) -> None:  # fmt: skip
         heap = crawl.ref.pending.setdefault(queue.key, [])
-        order = tuple(order)  # type: ignore[assignment]
         heapq.heappush(heap, (order, fp))
         self._undo(lambda: crawl.ref.unqueued.setdefault(queue.key, set()).add(order))
 
@@ -336,8 +337,7 @@ class MemoryStorage:
         out = self._pop_live(heap, data.unqueued.get(queue.key), lambda out: len(out) < n)
         return [fp for _, fp in out]
 
-    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
-        order = tuple(order)  # type: ignore[assignment]
+    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry) -> None:
         gone = crawl.ref.unqueued.setdefault(queue.key, set())
         gone.add(order)
         self._undo(lambda: gone.discard(order))
@@ -404,24 +404,21 @@ class MemoryStorage:
             if lease is not None:
                 yield lease
 
-    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
-                 fp: bytes) -> None:  # fmt: skip
-        when = tuple(when)  # type: ignore[assignment]
+    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot, fp: bytes) -> None:
         heap = crawl.ref.schedules.setdefault(queue.key, [])
         heapq.heappush(heap, (when, fp))
         self._undo(lambda: crawl.ref.unscheduled.setdefault(queue.key, set()).add(when))
 
-    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]) -> None:
-        when = tuple(when)  # type: ignore[assignment]
+    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot) -> None:
         gone = crawl.ref.unscheduled.setdefault(queue.key, set())
         gone.add(when)
         self._undo(lambda: gone.discard(when))
 
-    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[bytes]:
         data: _Crawl = crawl.ref
         heap = data.schedules.get(queue.key, [])
         gone = data.unscheduled.get(queue.key)
-        return self._pop_live(heap, gone, lambda out: heap[0][0][0] <= now)
+        return [fp for _, fp in self._pop_live(heap, gone, lambda out: heap[0][0].at <= now)]
 
     def _pop_live(
         self, heap: list[Any], gone: set[Any] | None, more: Callable[[list[Any]], bool]
@@ -444,7 +441,7 @@ class MemoryStorage:
         gone = data.unscheduled.get(queue.key)
         while heap and gone and heap[0][0] in gone:
             gone.discard(heapq.heappop(heap)[0])
-        return heap[0][0][0] if heap else None
+        return heap[0][0].at if heap else None
 
     # -- URLs -----------------------------------------------------------------------------------
 

@@ -34,8 +34,10 @@ from ...frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ...frontier.spi import (
     Capabilities,
     CrawlRecord,
+    Entry,
     LeaseRecord,
     QueueRecord,
+    Slot,
     UrlRecord,
 )
 from ...url import Fingerprint
@@ -477,10 +479,11 @@ class LmdbStorage:
                 queue: QueueRecord = memo[1]
                 return queue
         try:
-            q = QueueRecord.from_record(record[:-1])
-        except (TypeError, ValueError, IndexError) as exc:
+            *fields, index_key = record  # the queue, then its key in the crawl's index
+            q = QueueRecord.from_record(fields)
+        except (TypeError, ValueError) as exc:
             raise CorruptRecord(f"queues record {qkey.hex()} is malformed: {exc!r}") from None
-        q.ref = (qid, qkey, record[-1])
+        q.ref = (qid, qkey, index_key)
         if ctx is not None:
             ctx.memo[("queue", qkey)] = (record, q)
         return q
@@ -585,7 +588,7 @@ class LmdbStorage:
 
     # -- a queue's entries, leases and schedule -------------------------------------------------
 
-    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
+    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry,
                 fp: bytes) -> None:  # fmt: skip
         self.ctx().txn.put(queue.ref[1] + ORDER.pack(*order), fp, db=self.dbs["pending"])
 
@@ -601,7 +604,7 @@ class LmdbStorage:
                 break
         return out
 
-    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
+    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry) -> None:
         self.ctx().txn.delete(queue.ref[1] + ORDER.pack(*order), db=self.dbs["pending"])
 
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
@@ -685,24 +688,24 @@ class LmdbStorage:
         for key, raw in list(scan(self.txn(), self.dbs["leases"], crawl.ref)):
             yield self._lease(crawl, key[4:], raw)
 
-    def _when_key(self, queue: QueueRecord, when: tuple[float, int]) -> bytes:
+    def _when_key(self, queue: QueueRecord, when: Slot) -> bytes:
         at, seq = when
         qkey: bytes = queue.ref[1]
         return qkey + _MS_SEQ.pack(ms_up(at), seq)
 
-    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
+    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot,
                  fp: bytes) -> None:  # fmt: skip
         value = fp + _AT.pack(when[0])  # the exact time: the key holds it rounded up
         self.ctx().txn.put(self._when_key(queue, when), value, db=self.dbs["schedule"])
 
-    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]) -> None:
+    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot) -> None:
         self.ctx().txn.delete(self._when_key(queue, when), db=self.dbs["schedule"])
 
-    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[bytes]:
         cursor = self.ctx().cursor("schedule")
         qkey = queue.ref[1]
         now_ms = ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
-        out: list[tuple[Any, bytes]] = []
+        out: list[bytes] = []
         if cursor.set_range(qkey):
             while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
                 value = bytes(cursor.value())
@@ -712,7 +715,7 @@ class LmdbStorage:
                     if not cursor.next():  # due later in this millisecond
                         break
                     continue
-                out.append((keys.read_u64(cursor.key(), 16), value[:16]))
+                out.append(value[:16])
                 if not cursor.delete():
                     break
         return out

@@ -24,7 +24,7 @@ import lmdb
 import lmdb.verify
 
 from ...errors import CrawlstoreError, OlderFormat
-from ...frontier.spi import Durability
+from ...frontier.spi import QUEUE_FIELDS, Durability
 from .._records import decode_url
 from . import keys
 from .child import run_child
@@ -205,10 +205,10 @@ def _check_queues(
             continue
         qkey = bytes(key)
         try:
-            record = unpack("queues", qkey, raw)
-            qname, gauges = record[0], dict(zip(("queued", "in_flight", "scheduled"),
-                                                record[7:10], strict=True))  # fmt: skip
-        except (CrawlstoreError, TypeError, ValueError, IndexError):
+            fields = dict(zip(QUEUE_FIELDS, unpack("queues", qkey, raw), strict=False))
+            qname = fields["key"]
+            gauges = {name: fields[name] for name in ("queued", "in_flight", "scheduled")}
+        except (CrawlstoreError, TypeError, ValueError, IndexError, KeyError):
             continue  # reported with the table
         held = {"queued": by_queue["pending"][qkey], "scheduled": by_queue["schedule"][qkey],
                 "in_flight": by_queue["leases"][qkey]}  # fmt: skip

@@ -53,8 +53,10 @@ from ...frontier.spi import (
     Capabilities,
     CrawlRecord,
     Durability,
+    Entry,
     LeaseRecord,
     QueueRecord,
+    Slot,
     UnitReader,
     UrlRecord,
 )
@@ -384,11 +386,11 @@ class RedisStorage:
 
     def _decode_queue(self, key: str, raw: bytes) -> QueueRecord:
         try:
-            record = _unpack(raw)
-            q = QueueRecord.from_record(record[:-1])
-        except (TypeError, ValueError, IndexError) as exc:
+            *fields, member = _unpack(raw)  # the queue, then its member of the crawl's index
+            q = QueueRecord.from_record(fields)
+        except (TypeError, ValueError) as exc:
             raise CorruptRecord(f"queues record {key!r} is malformed: {exc!r}") from None
-        q.ref = record[-1] or b""  # its place in the index (b"": none); set: stored
+        q.ref = member or b""  # its place in the index (b"": none); set: stored
         return q
 
     def queue(self, crawl: CrawlRecord, key: str) -> QueueRecord | None:
@@ -490,7 +492,7 @@ class RedisStorage:
 
     # -- a queue's entries, leases and schedule -------------------------------------------------
 
-    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int],
+    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry,
                 fp: bytes) -> None:  # fmt: skip
         self.u().zadd(self._qkey(crawl, queue.key, b":p:"), ORDER.pack(*order) + fp)
 
@@ -503,7 +505,7 @@ class RedisStorage:
             u.zrem(key, member)
         return [Fingerprint(m[13:]) for m in members]
 
-    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: tuple[int, int, int]) -> None:
+    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry) -> None:
         u, key = self.u(), self._qkey(crawl, queue.key, b":p:")
         start = ORDER.pack(*order)
         for member in u.zrange(key, start, start + b"\xff", 1, inclusive=True):
@@ -578,27 +580,27 @@ class RedisStorage:
             for token, raw in sorted(reply.items()):
                 yield self._lease(token, raw)
 
-    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int],
+    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot,
                  fp: bytes) -> None:  # fmt: skip
         at, seq = when
         member = _U64.pack(ms_up(at)) + _U64.pack(seq) + fp + _AT.pack(at)
         self.u().zadd(self._qkey(crawl, queue.key, b":s:"), member)
 
-    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: tuple[float, int]) -> None:
+    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot) -> None:
         u, key = self.u(), self._qkey(crawl, queue.key, b":s:")
-        start = _U64.pack(ms_up(when[0])) + _U64.pack(when[1])
+        start = _U64.pack(ms_up(when.at)) + _U64.pack(when.seq)
         for member in u.zrange(key, start, start + b"\xff", 1, inclusive=True):
             u.zrem(key, member)
 
-    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[tuple[Any, bytes]]:
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[bytes]:
         u, key = self.u(), self._qkey(crawl, queue.key, b":s:")
-        out: list[tuple[Any, bytes]] = []
+        out: list[bytes] = []
         for member in u.zrange(key, None, _U64.pack(ms_up(now) + 1), 1_000_000):
             at = _AT.unpack_from(member, 32)[0]
             if at > now:  # due later in this millisecond
                 continue
             u.zrem(key, member)
-            out.append(((at, _U64.unpack_from(member, 8)[0]), Fingerprint(member[16:32])))
+            out.append(Fingerprint(member[16:32]))
         return out
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
