@@ -39,3 +39,40 @@ def text_key(prefix: bytes, text: str, what: str = "a key") -> bytes:
     if len(prefix) + len(raw) > MAX_KEY:
         return prefix + HASHED + hashlib.blake2b(raw, digest_size=20).digest()
     return prefix + raw
+
+
+# -- key layouts ---------------------------------------------------------------------------------
+# Every key of a crawl's tables starts with the crawl's id (u32); the keys of one queue go on
+# with the queue's id (u32), so that each of a queue's tables is one key range. Times in keys
+# are milliseconds rounded up (u64), sequences the crawl's counter (u64).
+#
+# | table | key |
+# |---|---|
+# | ``ready`` | crawl, event ms (``READY_MS``), sequence |
+# | ``pending`` | queue range (``QUEUE``), order (``ORDER``: rank, class, sequence) |
+# | ``leases`` | crawl, the token's queue id and sequence (``TOKEN_KEY``) |
+# | ``expiries``, ``schedule`` | queue range, ms (``TIME_MS``), sequence (``TIME_SEQ``) |
+# | ``urls`` | crawl, fingerprint (``AFTER_CRAWL``) |
+# | ``queue_urls`` | queue range, fingerprint (``AFTER_QUEUE``) |
+# | ``state`` | crawl, namespace, 0, key (or ``HASHED`` and a digest) |
+
+#: A crawl's id: the first part of every key of its tables.
+CRAWL = slice(0, 4)
+#: What follows the crawl's id: a fingerprint (``urls``), a lease's key, a state's name.
+AFTER_CRAWL = slice(4, None)
+#: The crawl's and the queue's ids: the key range of one queue.
+QUEUE = slice(0, 8)
+#: What follows a queue's range: a fingerprint (``queue_urls``).
+AFTER_QUEUE = slice(8, None)
+#: Where the event's milliseconds are in a ``ready`` key.
+READY_MS = 4
+#: Where the time's milliseconds are in an ``expiries`` or ``schedule`` key, and its sequence.
+TIME_MS = 8
+TIME_SEQ = slice(16, 24)
+
+#: A lease's token (16 bytes): its queue's id, its sequence, a random nonce. The first two are
+#: its key in ``leases`` (after the crawl's id); the nonce is in the lease's record.
+TOKEN_QUEUE = slice(0, 4)
+TOKEN_SEQ = 4
+TOKEN_KEY = slice(0, 12)
+TOKEN_NONCE = slice(12, 16)

@@ -59,7 +59,8 @@ _T = TypeVar("_T")
 _LEASE = struct.Struct(">16sdqq4s")  # fingerprint, expiry, holder pid and start, nonce
 _U32 = struct.Struct(">I")
 _MS_SEQ = struct.Struct(">QQ")
-_AT = struct.Struct(">d")
+#: A schedule's value: the fingerprint, and the exact due time (its key holds it rounded up).
+_SCHEDULED = struct.Struct(">16sd")
 #: Tables whose records a write transaction caches and writes back at its end: a cursor on
 #: one reads what was flushed.
 _HASHED = keys.HASHED
@@ -366,7 +367,7 @@ class LmdbStorage:
         for table in CRAWL_TABLES:
             self._delete_range(table, prefix)
         ctx.txn.delete(prefix, db=self.dbs["seen"])  # the exact seen set: duplicates of one key
-        for slot in [s for s in ctx.records if s[1][:4] == prefix]:
+        for slot in [s for s in ctx.records if s[1][keys.CRAWL] == prefix]:
             ctx.put_record(slot[0], slot[1], None)
         ctx.forget_blobs(prefix)  # cached Bloom chunks of the crawl: not written back
         ctx.put_record("crawls", crawl.name.encode("utf-8"), None)
@@ -447,7 +448,7 @@ class LmdbStorage:
 
     def _states(self, prefix: bytes) -> Iterator[tuple[str, str, bytes]]:
         for key, raw in scan(self.txn(), self.dbs["state"], prefix):
-            namespace, _, rest = key[4:].partition(b"\x00")
+            namespace, _, rest = key[keys.AFTER_CRAWL].partition(b"\x00")
             if rest[:1] == _HASHED:
                 yield (namespace.decode("utf-8"), *self._long_state(key, raw))
             else:
@@ -510,7 +511,11 @@ class LmdbStorage:
         qid, qkey, placed = queue.ref
         if event is None:
             index_key = None
-        elif placed is not None and not rotate and keys.read_u64(placed, 4) == ms_up(event):
+        elif (
+            placed is not None
+            and not rotate
+            and keys.read_u64(placed, keys.READY_MS) == ms_up(event)
+        ):
             index_key = placed
         else:
             index_key = crawl.ref + _MS_SEQ.pack(ms_up(event), ctx.next_seq(crawl.ref))
@@ -533,7 +538,7 @@ class LmdbStorage:
             return out
         while len(out) < limit:
             key = cursor.key()
-            if key[:4] != crawl.ref:
+            if key[keys.CRAWL] != crawl.ref:
                 break
             if after is None or bytes(key) != start:
                 out.append(self._queue_at(crawl, keys.read_u32(cursor.value())))
@@ -556,7 +561,7 @@ class LmdbStorage:
             return out
         while len(out) < limit:
             key = cursor.key()
-            if key[:4] != crawl.ref or keys.read_u64(key, 4) > now_ms:
+            if key[keys.CRAWL] != crawl.ref or keys.read_u64(key, keys.READY_MS) > now_ms:
                 break
             out.append(self._queue_at(crawl, keys.read_u32(cursor.value())))
             if not cursor.next():
@@ -565,14 +570,14 @@ class LmdbStorage:
 
     def next_event(self, crawl: CrawlRecord) -> float | None:
         cursor = self.cursor("ready")
-        if cursor.set_range(crawl.ref) and cursor.key()[:4] == crawl.ref:
-            return keys.read_u64(cursor.key(), 4) / 1000
+        if cursor.set_range(crawl.ref) and cursor.key()[keys.CRAWL] == crawl.ref:
+            return keys.read_u64(cursor.key(), keys.READY_MS) / 1000
         return None
 
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
         ctx = self.ctx()
         _, qkey, placed = queue.ref
-        fps = [bytes(k[8:]) for k, _ in scan(ctx.txn, self.dbs["queue_urls"], qkey)]
+        fps = [bytes(k[keys.AFTER_QUEUE]) for k, _ in scan(ctx.txn, self.dbs["queue_urls"], qkey)]
         for fp in fps:
             ctx.txn.delete(crawl.ref + fp, db=self.dbs["urls"])
         for table in ("pending", "leases", "expiries", "schedule", "queue_urls"):
@@ -598,7 +603,7 @@ class LmdbStorage:
         out: list[bytes] = []
         if n <= 0 or not cursor.set_range(qkey):
             return out
-        while len(out) < n and cursor.key()[:8] == qkey:
+        while len(out) < n and cursor.key()[keys.QUEUE] == qkey:
             out.append(bytes(cursor.value()))
             if not cursor.delete():  # moves to the next entry
                 break
@@ -614,22 +619,23 @@ class LmdbStorage:
         nonce = os.urandom(4)  # a token from another crawl's lease never matches this one
         lease.token = keys.u32(qid) + keys.u64(seq) + nonce
         value = _LEASE.pack(lease.fp, lease.expires, *lease.owner, nonce)
-        ctx.txn.put(crawl.ref + lease.token[:12], value, db=self.dbs["leases"])
+        ctx.txn.put(crawl.ref + lease.token[keys.TOKEN_KEY], value, db=self.dbs["leases"])
         ctx.txn.put(self._expiry_key(crawl, lease.token, lease.expires), b"",
                     db=self.dbs["expiries"])  # fmt: skip
 
     @staticmethod
     def _expiry_key(crawl: CrawlRecord, token: bytes, expires: float) -> bytes:
         prefix: bytes = crawl.ref
-        return prefix + token[:4] + _MS_SEQ.pack(ms_up(expires), keys.read_u64(token, 4))
+        return (prefix + token[keys.TOKEN_QUEUE]
+                + _MS_SEQ.pack(ms_up(expires), keys.read_u64(token, keys.TOKEN_SEQ)))  # fmt: skip
 
     def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
         if not isinstance(token, bytes) or len(token) != 16:
             return None
-        raw = self.get("leases", crawl.ref + token[:12])
+        raw = self.get("leases", crawl.ref + token[keys.TOKEN_KEY])
         if raw is None:
             return None
-        lease = self._lease(crawl, token[:12], raw)
+        lease = self._lease(crawl, token[keys.TOKEN_KEY], raw)
         return lease if lease.token == token else None
 
     def _lease(self, crawl: CrawlRecord, key: bytes, raw: bytes) -> LeaseRecord:
@@ -645,13 +651,13 @@ class LmdbStorage:
         ctx = self.ctx()
         ctx.txn.delete(self._expiry_key(crawl, lease.token, lease.expires), db=self.dbs["expiries"])
         lease.expires = expires
-        value = _LEASE.pack(lease.fp, expires, *lease.owner, lease.token[12:])
-        ctx.txn.put(crawl.ref + lease.token[:12], value, db=self.dbs["leases"])
+        value = _LEASE.pack(lease.fp, expires, *lease.owner, lease.token[keys.TOKEN_NONCE])
+        ctx.txn.put(crawl.ref + lease.token[keys.TOKEN_KEY], value, db=self.dbs["leases"])
         ctx.txn.put(self._expiry_key(crawl, lease.token, expires), b"", db=self.dbs["expiries"])
 
     def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
         ctx = self.ctx()
-        ctx.txn.delete(crawl.ref + lease.token[:12], db=self.dbs["leases"])
+        ctx.txn.delete(crawl.ref + lease.token[keys.TOKEN_KEY], db=self.dbs["leases"])
         ctx.txn.delete(self._expiry_key(crawl, lease.token, lease.expires), db=self.dbs["expiries"])
 
     def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
@@ -660,8 +666,9 @@ class LmdbStorage:
         now_ms = ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
         found = []
         if cursor.set_range(qkey):
-            while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
-                found.append(qkey[4:] + bytes(cursor.key()[16:24]))
+            while (cursor.key()[keys.QUEUE] == qkey
+                   and keys.read_u64(cursor.key(), keys.TIME_MS) <= now_ms):  # fmt: skip
+                found.append(qkey[keys.AFTER_CRAWL] + bytes(cursor.key()[keys.TIME_SEQ]))
                 if not cursor.next():
                     break
         out = []
@@ -680,13 +687,13 @@ class LmdbStorage:
         """The earliest time in a queue's range of ``table`` (keyed queue, ms, sequence)."""
         cursor = self.cursor(table)
         qkey = queue.ref[1]
-        if cursor.set_range(qkey) and cursor.key()[:8] == qkey:
-            return keys.read_u64(cursor.key(), 8) / 1000
+        if cursor.set_range(qkey) and cursor.key()[keys.QUEUE] == qkey:
+            return keys.read_u64(cursor.key(), keys.TIME_MS) / 1000
         return None
 
     def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
         for key, raw in list(scan(self.txn(), self.dbs["leases"], crawl.ref)):
-            yield self._lease(crawl, key[4:], raw)
+            yield self._lease(crawl, key[keys.AFTER_CRAWL], raw)
 
     def _when_key(self, queue: QueueRecord, when: Slot) -> bytes:
         at, seq = when
@@ -695,7 +702,7 @@ class LmdbStorage:
 
     def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot,
                  fp: bytes) -> None:  # fmt: skip
-        value = fp + _AT.pack(when[0])  # the exact time: the key holds it rounded up
+        value = _SCHEDULED.pack(fp, when.at)
         self.ctx().txn.put(self._when_key(queue, when), value, db=self.dbs["schedule"])
 
     def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot) -> None:
@@ -707,15 +714,19 @@ class LmdbStorage:
         now_ms = ms_up(now)  # keys are rounded up: the last millisecond is checked exactly
         out: list[bytes] = []
         if cursor.set_range(qkey):
-            while cursor.key()[:8] == qkey and keys.read_u64(cursor.key(), 8) <= now_ms:
-                value = bytes(cursor.value())
-                if len(value) != 24:
-                    raise CorruptRecord(f"schedule record {bytes(cursor.key()).hex()} is malformed")
-                if _AT.unpack_from(value, 16)[0] > now:
+            while (cursor.key()[keys.QUEUE] == qkey
+                   and keys.read_u64(cursor.key(), keys.TIME_MS) <= now_ms):  # fmt: skip
+                try:
+                    fp, at = _SCHEDULED.unpack(cursor.value())
+                except struct.error:
+                    raise CorruptRecord(
+                        f"schedule record {bytes(cursor.key()).hex()} is malformed"
+                    ) from None
+                if at > now:
                     if not cursor.next():  # due later in this millisecond
                         break
                     continue
-                out.append(value[:16])
+                out.append(fp)
                 if not cursor.delete():
                     break
         return out
@@ -771,9 +782,9 @@ class LmdbStorage:
             if not cursor.set_range(start):
                 return
             for key, raw in cursor:
-                if key[:4] != prefix:
+                if key[keys.CRAWL] != prefix:
                     return
-                fp = bytes(key[4:])
+                fp = bytes(key[keys.AFTER_CRAWL])
                 if after is not None and fp == after:
                     continue
                 yield self._url(crawl, fp, bytes(raw))
@@ -784,9 +795,9 @@ class LmdbStorage:
         if not cursor.set_range(start):
             return
         for key in cursor.iternext(values=False):
-            if key[:8] != qkey:
+            if key[keys.QUEUE] != qkey:
                 return
-            fp = bytes(key[8:])
+            fp = bytes(key[keys.AFTER_QUEUE])
             if after is not None and fp == after:
                 continue
             url = self.url(crawl, fp)

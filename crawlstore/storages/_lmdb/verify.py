@@ -113,8 +113,10 @@ def check_records(
 
 
 #: Every table but the seen set (its duplicates are counted on their own), msgpack ones first.
-_TABLES = ("crawls", "queues", "urls", "validators", "state", "meta", "pending", "leases",
-           "schedule", "expiries", "ready", "qnames", "queue_urls", "bloom")  # fmt: skip
+#: Tables whose values are msgpack records, decoded to check them; then those of raw values.
+_RECORD_TABLES = ("crawls", "queues", "urls", "validators", "state", "meta")
+_TABLES = (*_RECORD_TABLES, "pending", "leases", "schedule", "expiries", "ready", "qnames",
+           "queue_urls", "bloom")  # fmt: skip
 
 
 def _check_contents(
@@ -128,23 +130,23 @@ def _check_contents(
         reading(name)
         counts: Counter[bytes] = Counter()
         queues: Counter[bytes] = Counter()
-        decoded = name in _TABLES[:6]
+        decoded = name in _RECORD_TABLES
         for key, raw in txn.cursor(db=dbs[name]):
             if decoded:
                 try:
                     record = unpack(name, key, raw)
                     if name == "urls":
-                        url = decode_url(bytes(key[4:]), bytes(raw), bytes(key))
+                        url = decode_url(bytes(key[keys.AFTER_CRAWL]), bytes(raw), bytes(key))
                         url.seed  # noqa: B018  (decoded to check it)
-                        revisits[bytes(key[:4])] += (
+                        revisits[bytes(key[keys.CRAWL])] += (
                             url.state == "scheduled" and url.kind == "revisit"
                         )
                 except CrawlstoreError as exc:
                     problems.append(str(exc))
                 except (TypeError, IndexError, KeyError):
                     problems.append(f"{name} record {bytes(key).hex()} is malformed")
-            counts[bytes(key[:4])] += 1
-            queues[bytes(key[:8])] += 1
+            counts[bytes(key[keys.CRAWL])] += 1
+            queues[bytes(key[keys.QUEUE])] += 1
         held[name] = counts
         by_queue[name] = queues
     reading("seen")
@@ -199,9 +201,9 @@ def _check_queues(
     if not cursor.set_range(crawl):
         return problems
     for key, raw in cursor:
-        if key[:4] != crawl:
+        if key[keys.CRAWL] != crawl:
             break
-        if len(key) != 8:
+        if len(key) != keys.QUEUE.stop:  # a queue's record (the crawl's totals: its id only)
             continue
         qkey = bytes(key)
         try:

@@ -18,6 +18,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from ...errors import InvalidArgument, StoreError, StoreFull
 from ...extras import install_hint
+from .keys import (
+    FENCE,
+)
 
 try:
     import redis
@@ -28,7 +31,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the extra is missing
         f"a store on Redis needs redis-py: {install_hint('redis')}", name=exc.name
     ) from None
 
-__all__ = ["FENCE", "Address", "Server", "key_slot"]
+__all__ = ["Address", "Server", "key_slot"]
 
 _T = TypeVar("_T")
 SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
@@ -40,8 +43,6 @@ _SOURCE = resources.files(__package__).joinpath("library.lua").read_text()
 LIBRARY_MAJOR = 2
 LIBRARY_VERSION = f"{LIBRARY_MAJOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
 LIBRARY = _SOURCE.replace("@VERSION@", LIBRARY_VERSION.decode())
-#: The suffix of a hash tag's fence key: the newest fence applied to the tag's keys.
-FENCE = b":f"
 
 
 @dataclass(frozen=True, slots=True)

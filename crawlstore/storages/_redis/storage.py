@@ -3,26 +3,7 @@
 Each crawl's data is spread over its buckets: a queue lives in the bucket its key hashes to, a
 URL (its record, its validators, its seen entry) in the bucket of its fingerprint's first
 bits. Every key of a bucket has the bucket's hash tag, so a bucket is one slot and moves
-between masters whole.
-
-| key | type | content |
-|---|---|---|
-| ``{ns}:meta`` | hash | format, buckets, created, crawl ids, store-wide defaults |
-| ``{ns}:crawls`` | hash | crawl name -> id, policy, created |
-| ``{ns}:lock``, ``:epoch``, ``:journal``, ``:fence`` | strings | the store lock (``unit.py``) |
-| ``<tag>:f`` | string | the newest fence applied to the keys of hash tag ``<tag>`` |
-| ``{ns:c}:t`` | hash | the crawl's totals and sequence |
-| ``{ns:c}:x`` | sorted set | the crawl's queues by next event: event ms, sequence, queue key |
-| ``{ns:c}:k`` | sorted set | the crawl's queue keys |
-| ``{ns:c}:st:<name>``, ``:sn`` | hashes | facade state, and its namespaces |
-| ``{ns:c:b}:q`` | hash | queue key -> queue record |
-| ``{ns:c:b}:p:<queue>`` | sorted set | the queue's entries: rank, class, sequence, fingerprint |
-| ``{ns:c:b}:e:<queue>`` | sorted set | the queue's lease expiries: ms, token |
-| ``{ns:c:b}:s:<queue>`` | sorted set | the queue's schedule: ms, sequence, fingerprint, time |
-| ``{ns:c:b}:m:<queue>`` | sorted set | the queue's URLs (fingerprints) |
-| ``{ns:c:b}:l`` | hash | token -> lease |
-| ``{ns:c:b}:u`` | hash | fingerprint -> URL record |
-| ``{ns:c:b}:v`` | hash | fingerprint -> validators |
+between masters whole. The names and layouts of every key are in ``keys.py``.
 """
 
 from __future__ import annotations
@@ -63,7 +44,32 @@ from ...frontier.spi import (
 from ...url import FINGERPRINT_VERSION, Fingerprint
 from .._records import ORDER, decode_url, encode_url, ms_up
 from .file import NoFile
-from .server import FENCE, Server
+from .keys import (
+    CRAWLS,
+    ENTRIES,
+    ENTRY_FP,
+    EVENT_QUEUE,
+    EVENTS,
+    EXPIRIES,
+    EXPIRY_TOKEN,
+    FENCE,
+    LEASES,
+    MEMBERS,
+    META,
+    NOT_A_TOTAL,
+    QUEUE_KEYS,
+    QUEUE_OWN,
+    QUEUES,
+    SCHEDULE,
+    SCHEDULED_AT,
+    SCHEDULED_FP,
+    SEQ,
+    STATE,
+    STATE_NAMES,
+    TOTALS,
+    URLS,
+)
+from .server import Server
 from .unit import Cache, Unit
 from .viewdata import RedisViewData
 
@@ -137,8 +143,8 @@ class RedisStorage:
 
     def _open_meta(self) -> dict[str, Any]:
         def read() -> dict[str, Any]:
-            u = self.u()
-            raw = u.hgetall(self.tag + b":meta")
+            u = self.unit()
+            raw = u.hgetall(self.tag + META)
             if not raw:
                 created = time.time()
                 meta = {b"app": b"crawlstore", b"format": str(FORMAT_VERSION).encode(),
@@ -146,7 +152,7 @@ class RedisStorage:
                         b"buckets": str(self.server.address.buckets).encode(),
                         b"created": repr(created).encode()}  # fmt: skip
                 for field, value in meta.items():
-                    u.hset(self.tag + b":meta", field, value)
+                    u.hset(self.tag + META, field, value)
                 raw = meta
             return {k.decode(): v.decode() for k, v in raw.items() if k != b"defaults"}
 
@@ -169,7 +175,7 @@ class RedisStorage:
 
     def set_fingerprint(self, version: int) -> None:
         """Record the fingerprint version the store's records now hold (a migration's end)."""
-        self.run(lambda: self.u().hset(self.tag + b":meta", b"fingerprint", b"%d" % version))
+        self.run(lambda: self.unit().hset(self.tag + META, b"fingerprint", b"%d" % version))
         self.meta["fingerprint"] = str(version)
         self.fingerprint = version
 
@@ -226,7 +232,8 @@ class RedisStorage:
     def reader(self) -> UnitReader:
         return UnitReader(self)
 
-    def u(self) -> Unit:
+    def unit(self) -> Unit:
+        """The unit under way (``StoreError`` outside one)."""
         unit = self._unit
         if unit is None:
             raise StoreError(f"{self.server.address}: a storage call outside a unit")
@@ -276,14 +283,14 @@ class RedisStorage:
     # -- crawls ---------------------------------------------------------------------------------
 
     def defaults(self) -> Defaults:
-        raw = self.u().hget(self.tag + b":meta", b"defaults")
+        raw = self.unit().hget(self.tag + META, b"defaults")
         return Defaults.from_record(_unpack(raw)) if raw is not None else DEFAULTS
 
     def save_defaults(self, defaults: Defaults) -> None:
-        self.u().hset(self.tag + b":meta", b"defaults", _PACK(defaults.to_record()))
+        self.unit().hset(self.tag + META, b"defaults", _PACK(defaults.to_record()))
 
     def crawl(self, name: str) -> CrawlRecord | None:
-        raw = self.u().hget(self.tag + b":crawls", name.encode())
+        raw = self.unit().hget(self.tag + CRAWLS, name.encode())
         if raw is None:
             return None
         try:
@@ -296,89 +303,89 @@ class RedisStorage:
         return record
 
     def save_crawl(self, crawl: CrawlRecord) -> None:
-        u = self.u()
+        u = self.unit()
         if crawl.ref is None:
             old = self.crawl(crawl.name)
             if old is not None:
                 crawl.ref = old.ref
             else:
-                meta = self.tag + b":meta"
+                meta = self.tag + META
                 cid = int(u.hget(meta, b"crawl_ids") or 0) + 1
                 u.hset(meta, b"crawl_ids", b"%d" % cid)
                 crawl.ref = (cid, b"{" + self.ns + b":%d}" % cid)
         record = [crawl.ref[0], crawl.policy.to_record(), crawl.created, crawl.settled]
-        u.hset(self.tag + b":crawls", crawl.name.encode(), _PACK(record))
+        u.hset(self.tag + CRAWLS, crawl.name.encode(), _PACK(record))
 
     def crawls(self) -> list[str]:
-        return sorted(k.decode() for k in self.u().hgetall(self.tag + b":crawls"))
+        return sorted(k.decode() for k in self.unit().hgetall(self.tag + CRAWLS))
 
     def delete_crawl(self, crawl: CrawlRecord) -> int:
-        u = self.u()
+        u = self.unit()
         cid = crawl.ref[0]
         found = set(self.server.scan_keys(b"{" + self.ns + b":%d:*" % cid))
         found.update(self.server.scan_keys(b"{" + self.ns + b":%d}*" % cid))
         found.update(k for k in u.cache.fields if k.startswith(crawl.ref[1][:-1]))
         found = {k for k in found if not k.endswith(b"}" + FENCE)}  # fences stay: they only grow
         urls = [k for k in found if k.endswith(b"}:u")]
-        counts = self.u().read([("HLEN", k) for k in urls]) if urls else []
+        counts = self.unit().read([("HLEN", k) for k in urls]) if urls else []
         for key in sorted(found):
             u.delete(key)
-        u.hset(self.tag + b":crawls", crawl.name.encode(), None)
+        u.hset(self.tag + CRAWLS, crawl.name.encode(), None)
         return sum(int(n) for n in counts)
 
     def totals(self, crawl: CrawlRecord) -> dict[str, int]:
-        raw = self.u().hgetall(self.crawl_tag(crawl) + b":t")
-        return {k.decode(): int(v) for k, v in raw.items() if not k.startswith(b"~")}
+        raw = self.unit().hgetall(self.crawl_tag(crawl) + TOTALS)
+        return {k.decode(): int(v) for k, v in raw.items() if not k.startswith(NOT_A_TOTAL)}
 
     def _total(self, crawl: CrawlRecord, name: bytes) -> int:
-        return int(self.u().hget(self.crawl_tag(crawl) + b":t", name) or 0)
+        return int(self.unit().hget(self.crawl_tag(crawl) + TOTALS, name) or 0)
 
     def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
-        u, key = self.u(), self.crawl_tag(crawl) + b":t"
+        u, key = self.unit(), self.crawl_tag(crawl) + TOTALS
         for name, n in deltas.items():
             if n:
                 field = name.encode()
                 u.hset(key, field, b"%d" % (int(u.hget(key, field) or 0) + n))
 
     def next_seq(self, crawl: CrawlRecord) -> int:
-        seq = self._total(crawl, b"~seq") + 1
-        self.u().hset(self.crawl_tag(crawl) + b":t", b"~seq", b"%d" % seq)
+        seq = self._total(crawl, SEQ) + 1
+        self.unit().hset(self.crawl_tag(crawl) + TOTALS, SEQ, b"%d" % seq)
         return seq
 
     def last_seq(self, crawl: CrawlRecord) -> int:
-        return self._total(crawl, b"~seq")
+        return self._total(crawl, SEQ)
 
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
-        if self._total(crawl, b"~seq") < at_least:
-            self.u().hset(self.crawl_tag(crawl) + b":t", b"~seq", b"%d" % at_least)
+        if self._total(crawl, SEQ) < at_least:
+            self.unit().hset(self.crawl_tag(crawl) + TOTALS, SEQ, b"%d" % at_least)
 
     # A facade's state: a hash of msgpack values a namespace (``:st:NAME``), the namespaces in
     # a hash of their own (``:sn``).
 
     def state_get(self, crawl: CrawlRecord, namespace: str, key: str) -> bytes | None:
-        return self.u().hget(self.crawl_tag(crawl) + b":st:" + namespace.encode(), key.encode())
+        return self.unit().hget(self.crawl_tag(crawl) + STATE + namespace.encode(), key.encode())
 
     def state_put(self, crawl: CrawlRecord, namespace: str, key: str, value: bytes) -> None:
-        u, tag, name = self.u(), self.crawl_tag(crawl), namespace.encode()
-        if u.hget(tag + b":sn", name) is None:
-            u.hset(tag + b":sn", name, b"1")
-        u.hset(tag + b":st:" + name, key.encode(), value)
+        u, tag, name = self.unit(), self.crawl_tag(crawl), namespace.encode()
+        if u.hget(tag + STATE_NAMES, name) is None:
+            u.hset(tag + STATE_NAMES, name, b"1")
+        u.hset(tag + STATE + name, key.encode(), value)
 
     def state_delete(self, crawl: CrawlRecord, namespace: str, key: str) -> bool:
-        u, hkey = self.u(), self.crawl_tag(crawl) + b":st:" + namespace.encode()
+        u, hkey = self.unit(), self.crawl_tag(crawl) + STATE + namespace.encode()
         if u.hget(hkey, key.encode()) is None:
             return False
         u.hset(hkey, key.encode(), None)
         return True
 
     def state_keys(self, crawl: CrawlRecord, namespace: str) -> list[str]:
-        hkey = self.crawl_tag(crawl) + b":st:" + namespace.encode()
-        return sorted(k.decode() for k in self.u().hgetall(hkey))
+        hkey = self.crawl_tag(crawl) + STATE + namespace.encode()
+        return sorted(k.decode() for k in self.unit().hgetall(hkey))
 
     def states(self, crawl: CrawlRecord) -> Iterator[tuple[str, str, bytes]]:
-        u, tag = self.u(), self.crawl_tag(crawl)
-        for name in sorted(k.decode() for k in u.hgetall(tag + b":sn")):
-            state = u.hgetall(tag + b":st:" + name.encode())
+        u, tag = self.unit(), self.crawl_tag(crawl)
+        for name in sorted(k.decode() for k in u.hgetall(tag + STATE_NAMES)):
+            state = u.hgetall(tag + STATE + name.encode())
             for key in sorted(state):
                 yield name, key.decode(), state[key]
 
@@ -394,14 +401,14 @@ class RedisStorage:
         return q
 
     def queue(self, crawl: CrawlRecord, key: str) -> QueueRecord | None:
-        raw = self.u().hget(self._queue_bucket(crawl, key) + b":q", key.encode("utf-8",
+        raw = self.unit().hget(self._queue_bucket(crawl, key) + QUEUES, key.encode("utf-8",
                             "surrogatepass"))  # fmt: skip
         return self._decode_queue(key, raw) if raw is not None else None
 
     def _queues_at(self, crawl: CrawlRecord, keys: list[str]) -> list[QueueRecord]:
         by_bucket: dict[bytes, list[bytes]] = {}
         for key in keys:
-            by_bucket.setdefault(self._queue_bucket(crawl, key) + b":q", []).append(
+            by_bucket.setdefault(self._queue_bucket(crawl, key) + QUEUES, []).append(
                 key.encode("utf-8", "surrogatepass"))  # fmt: skip
         if len(keys) > 1:
             self.prefetch_fields(by_bucket)
@@ -417,13 +424,13 @@ class RedisStorage:
     def save_queue(
         self, crawl: CrawlRecord, queue: QueueRecord, event: float | None, rotate: bool = False
     ) -> None:
-        u, tag = self.u(), self.crawl_tag(crawl)
+        u, tag = self.unit(), self.crawl_tag(crawl)
         raw_key = queue.key.encode("utf-8", "surrogatepass")
         if queue.ref is None:
             stored = self.queue(crawl, queue.key)
             if stored is None:
                 self.add_totals(crawl, {"queues": 1})
-                u.zadd(tag + b":k", raw_key)
+                u.zadd(tag + QUEUE_KEYS, raw_key)
                 queue.ref = b""
             else:
                 queue.ref = stored.ref
@@ -436,17 +443,17 @@ class RedisStorage:
             member = _U64.pack(ms_up(event)) + _U64.pack(self.next_seq(crawl)) + raw_key
         if member != placed:
             if placed:
-                u.zrem(tag + b":x", placed)
+                u.zrem(tag + EVENTS, placed)
             if member:
-                u.zadd(tag + b":x", member)
+                u.zadd(tag + EVENTS, member)
         queue.event = event
         queue.ref = member
-        u.hset(self._queue_bucket(crawl, queue.key) + b":q", raw_key,
+        u.hset(self._queue_bucket(crawl, queue.key) + QUEUES, raw_key,
                _PACK([*queue.to_record(), member]))  # fmt: skip
 
     def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
         start = after.encode("utf-8", "surrogatepass") if after is not None else None
-        keys = self.u().zrange(self.crawl_tag(crawl) + b":k", start, None, limit)
+        keys = self.unit().zrange(self.crawl_tag(crawl) + QUEUE_KEYS, start, None, limit)
         return self._queues_at(crawl, [k.decode("utf-8", "surrogatepass") for k in keys])
 
     def queue_count(self, crawl: CrawlRecord) -> int:
@@ -454,36 +461,38 @@ class RedisStorage:
 
     def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
         # index members start with the event rounded up to the millisecond, as on LMDB
-        members = self.u().zrange(self.crawl_tag(crawl) + b":x", None,
+        members = self.unit().zrange(self.crawl_tag(crawl) + EVENTS, None,
                                   _U64.pack(ms_up(now) + 1), limit)  # fmt: skip
-        return self._queues_at(crawl, [m[16:].decode("utf-8", "surrogatepass") for m in members])
+        return self._queues_at(
+            crawl, [m[EVENT_QUEUE].decode("utf-8", "surrogatepass") for m in members]
+        )
 
     def next_event(self, crawl: CrawlRecord) -> float | None:
-        first = self.u().zrange(self.crawl_tag(crawl) + b":x", None, None, 1)
+        first = self.unit().zrange(self.crawl_tag(crawl) + EVENTS, None, None, 1)
         return _U64.unpack_from(first[0])[0] / 1000 if first else None
 
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
-        u, tag = self.u(), self.crawl_tag(crawl)
+        u, tag = self.unit(), self.crawl_tag(crawl)
         key = queue.key
         bucket = self._queue_bucket(crawl, key)
-        fps = self._all(self._qkey(crawl, key, b":m:"))
+        fps = self._all(self._qkey(crawl, key, MEMBERS))
         for fp in fps:
-            u.hset(self.fp_bucket(crawl, fp) + b":u", fp, None)
-        for kind in (b":p:", b":e:", b":s:", b":m:"):
+            u.hset(self.fp_bucket(crawl, fp) + URLS, fp, None)
+        for kind in QUEUE_OWN:
             u.delete(self._qkey(crawl, key, kind))
-        for token, raw in u.hgetall(bucket + b":l").items():
-            if _unpack(raw)[4] == key:
-                u.hset(bucket + b":l", token, None)
+        for token, raw in u.hgetall(bucket + LEASES).items():
+            if self._lease(token, raw).queue == key:
+                u.hset(bucket + LEASES, token, None)
         if queue.ref:
-            u.zrem(tag + b":x", queue.ref)
+            u.zrem(tag + EVENTS, queue.ref)
         raw_key = key.encode("utf-8", "surrogatepass")
-        u.zrem(tag + b":k", raw_key)
-        u.hset(bucket + b":q", raw_key, None)
+        u.zrem(tag + QUEUE_KEYS, raw_key)
+        u.hset(bucket + QUEUES, raw_key, None)
         self.add_totals(crawl, {"queues": -1})
         return len(fps)
 
     def _all(self, key: bytes) -> list[bytes]:
-        u, out = self.u(), list[bytes]()
+        u, out = self.unit(), list[bytes]()
         while True:
             part = u.zrange(key, out[-1] if out else None, None, 10_000)
             out.extend(part)
@@ -494,33 +503,35 @@ class RedisStorage:
 
     def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry,
                 fp: bytes) -> None:  # fmt: skip
-        self.u().zadd(self._qkey(crawl, queue.key, b":p:"), ORDER.pack(*order) + fp)
+        self.unit().zadd(self._qkey(crawl, queue.key, ENTRIES), ORDER.pack(*order) + fp)
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         if n <= 0:
             return []
-        u, key = self.u(), self._qkey(crawl, queue.key, b":p:")
+        u, key = self.unit(), self._qkey(crawl, queue.key, ENTRIES)
         members = u.zrange(key, None, None, n)
         for member in members:
             u.zrem(key, member)
-        return [Fingerprint(m[13:]) for m in members]
+        return [Fingerprint(m[ENTRY_FP]) for m in members]
 
     def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry) -> None:
-        u, key = self.u(), self._qkey(crawl, queue.key, b":p:")
+        u, key = self.unit(), self._qkey(crawl, queue.key, ENTRIES)
         start = ORDER.pack(*order)
         for member in u.zrange(key, start, start + b"\xff", 1, inclusive=True):
             u.zrem(key, member)
 
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
-        u = self.u()
+        u = self.unit()
         bucket = self._bucket_of(queue.key)
         lease.token = struct.pack(">I", bucket) + _U64.pack(self.next_seq(crawl)) + os.urandom(4)
         self._put_lease(crawl, lease)
-        u.zadd(self._qkey(crawl, queue.key, b":e:"), _U64.pack(ms_up(lease.expires)) + lease.token)
+        u.zadd(
+            self._qkey(crawl, queue.key, EXPIRIES), _U64.pack(ms_up(lease.expires)) + lease.token
+        )
 
     def _put_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
-        record = [lease.fp, lease.expires, lease.owner[0], lease.owner[1], lease.queue]
-        self.u().hset(self._queue_bucket(crawl, lease.queue) + b":l", lease.token, _PACK(record))
+        record = _PACK([lease.fp, lease.expires, *lease.owner, lease.queue])  # as _lease reads it
+        self.unit().hset(self._queue_bucket(crawl, lease.queue) + LEASES, lease.token, record)
 
     def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
         if not isinstance(token, bytes) or len(token) != 16:
@@ -528,7 +539,7 @@ class RedisStorage:
         bucket = struct.unpack_from(">I", token)[0]
         if bucket >= self.buckets:
             return None
-        raw = self.u().hget(self.bucket_tag(crawl, bucket) + b":l", token)
+        raw = self.unit().hget(self.bucket_tag(crawl, bucket) + LEASES, token)
         return self._lease(token, raw) if raw is not None else None
 
     @staticmethod
@@ -540,40 +551,40 @@ class RedisStorage:
             raise CorruptRecord(f"leases record {token.hex()} is malformed: {exc!r}") from None
 
     def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None:
-        u, key = self.u(), self._qkey(crawl, lease.queue, b":e:")
+        u, key = self.unit(), self._qkey(crawl, lease.queue, EXPIRIES)
         u.zrem(key, _U64.pack(ms_up(lease.expires)) + lease.token)
         lease.expires = expires
         self._put_lease(crawl, lease)
         u.zadd(key, _U64.pack(ms_up(expires)) + lease.token)
 
     def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
-        u = self.u()
-        u.hset(self._queue_bucket(crawl, lease.queue) + b":l", lease.token, None)
+        u = self.unit()
+        u.hset(self._queue_bucket(crawl, lease.queue) + LEASES, lease.token, None)
         u.zrem(
-            self._qkey(crawl, lease.queue, b":e:"), _U64.pack(ms_up(lease.expires)) + lease.token
+            self._qkey(crawl, lease.queue, EXPIRIES), _U64.pack(ms_up(lease.expires)) + lease.token
         )
 
     def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
-        members = self.u().zrange(self._qkey(crawl, queue.key, b":e:"), None,
+        members = self.unit().zrange(self._qkey(crawl, queue.key, EXPIRIES), None,
                                   _U64.pack(ms_up(now) + 1), 1_000_000)  # fmt: skip
         out = []
         for member in members:
-            lease = self.get_lease(crawl, member[8:])
+            lease = self.get_lease(crawl, member[EXPIRY_TOKEN])
             if lease is not None and lease.expires <= now:
                 out.append(lease)
         return out
 
     def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
-        return self._earliest(self._qkey(crawl, queue.key, b":e:"))
+        return self._earliest(self._qkey(crawl, queue.key, EXPIRIES))
 
     def _earliest(self, key: bytes) -> float | None:
-        first = self.u().zrange(key, None, None, 1)
+        first = self.unit().zrange(key, None, None, 1)
         return _U64.unpack_from(first[0])[0] / 1000 if first else None
 
     def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
-        keys = [self.bucket_tag(crawl, b) + b":l" for b in range(self.buckets)]
-        replies = self.u().read([("HGETALL", k) for k in keys])
-        mine = self.u()
+        keys = [self.bucket_tag(crawl, b) + LEASES for b in range(self.buckets)]
+        replies = self.unit().read([("HGETALL", k) for k in keys])
+        mine = self.unit()
         for key, reply in zip(keys, replies, strict=True):
             if key in mine.cache.fields:  # this unit's own changes
                 reply = mine.hgetall(key)
@@ -584,34 +595,34 @@ class RedisStorage:
                  fp: bytes) -> None:  # fmt: skip
         at, seq = when
         member = _U64.pack(ms_up(at)) + _U64.pack(seq) + fp + _AT.pack(at)
-        self.u().zadd(self._qkey(crawl, queue.key, b":s:"), member)
+        self.unit().zadd(self._qkey(crawl, queue.key, SCHEDULE), member)
 
     def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot) -> None:
-        u, key = self.u(), self._qkey(crawl, queue.key, b":s:")
+        u, key = self.unit(), self._qkey(crawl, queue.key, SCHEDULE)
         start = _U64.pack(ms_up(when.at)) + _U64.pack(when.seq)
         for member in u.zrange(key, start, start + b"\xff", 1, inclusive=True):
             u.zrem(key, member)
 
     def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[bytes]:
-        u, key = self.u(), self._qkey(crawl, queue.key, b":s:")
+        u, key = self.unit(), self._qkey(crawl, queue.key, SCHEDULE)
         out: list[bytes] = []
         for member in u.zrange(key, None, _U64.pack(ms_up(now) + 1), 1_000_000):
-            at = _AT.unpack_from(member, 32)[0]
+            at = _AT.unpack_from(member, SCHEDULED_AT)[0]
             if at > now:  # due later in this millisecond
                 continue
             u.zrem(key, member)
-            out.append(Fingerprint(member[16:32]))
+            out.append(Fingerprint(member[SCHEDULED_FP]))
         return out
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
-        return self._earliest(self._qkey(crawl, queue.key, b":s:"))
+        return self._earliest(self._qkey(crawl, queue.key, SCHEDULE))
 
     # -- URLs -----------------------------------------------------------------------------------
 
     def prefetch_fields(self, wanted: dict[bytes, list[bytes]], sets: Sequence[bytes] = ()) -> None:
         """Read these hash fields into the unit's cache, and these sorted sets, in one
         pipeline."""
-        u = self.u()
+        u = self.unit()
         fields = u.cache.fields
         pending = {}
         for key, names in wanted.items():
@@ -623,7 +634,7 @@ class RedisStorage:
         loads = u.unread(sets)
         if pending or loads:
             commands = [("HMGET", k, *v) for k, v in pending.items()]
-            replies = self.u().read(commands + [u.whole_read(key) for key in loads])
+            replies = self.unit().read(commands + [u.whole_read(key) for key in loads])
             for (key, names), values in zip(pending.items(), replies, strict=False):
                 fields.setdefault(key, {}).update(zip(names, values, strict=True))
             for key, members in zip(loads, replies[len(commands) :], strict=True):
@@ -634,23 +645,25 @@ class RedisStorage:
         leases and schedule; then the URLs at the head of those queues."""
         wanted: dict[bytes, list[bytes]] = {}
         for key in queues:
-            wanted.setdefault(self._queue_bucket(crawl, key) + b":q", []).append(
+            wanted.setdefault(self._queue_bucket(crawl, key) + QUEUES, []).append(
                 key.encode("utf-8", "surrogatepass"))  # fmt: skip
         for fp in fps:
-            wanted.setdefault(self.fp_bucket(crawl, fp) + b":u", []).append(fp)
-        u = self.u()
-        sets = [self._qkey(crawl, key, kind) for key in queues for kind in (b":p:", b":e:", b":s:")]
+            wanted.setdefault(self.fp_bucket(crawl, fp) + URLS, []).append(fp)
+        u = self.unit()
+        sets = [
+            self._qkey(crawl, key, kind) for key in queues for kind in (ENTRIES, EXPIRIES, SCHEDULE)
+        ]
         self.prefetch_fields(wanted, sets)
         if queues:
-            heads = [m[13:] for key in queues
-                     for m in u.zrange(self._qkey(crawl, key, b":p:"), None, None, 4)]  # fmt: skip
+            heads = [m[ENTRY_FP] for key in queues
+                     for m in u.zrange(self._qkey(crawl, key, ENTRIES), None, None, 4)]  # fmt: skip
             self.prefetch_urls(crawl, heads)
 
     def prefetch_urls(self, crawl: CrawlRecord, fps: list[bytes]) -> None:
         """Read these URLs' records ahead, in one pipeline."""
         by_bucket: dict[bytes, list[bytes]] = {}
         for fp in fps:
-            by_bucket.setdefault(self.fp_bucket(crawl, fp) + b":u", []).append(fp)
+            by_bucket.setdefault(self.fp_bucket(crawl, fp) + URLS, []).append(fp)
         self.prefetch_fields(by_bucket)
 
     def _url(self, crawl: CrawlRecord, fp: bytes, raw: bytes) -> UrlRecord:
@@ -659,22 +672,22 @@ class RedisStorage:
         return url
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
-        raw = self.u().hget(self.fp_bucket(crawl, fp) + b":u", fp)
+        raw = self.unit().hget(self.fp_bucket(crawl, fp) + URLS, fp)
         return self._url(crawl, fp, raw) if raw is not None else None
 
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
-        u = self.u()
-        u.hset(self.fp_bucket(crawl, url.fp) + b":u", url.fp, encode_url(url))
+        u = self.unit()
+        u.hset(self.fp_bucket(crawl, url.fp) + URLS, url.fp, encode_url(url))
         if url.ref is None:
             if queue.ref is None or queue.key != url.queue:
                 raise StoreError(f"URL {url.fp.hex()} saved before its queue {url.queue!r}")
-            u.zadd(self._qkey(crawl, queue.key, b":m:"), url.fp)
+            u.zadd(self._qkey(crawl, queue.key, MEMBERS), url.fp)
             url.ref = True
 
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
-        u = self.u()
-        u.hset(self.fp_bucket(crawl, url.fp) + b":u", url.fp, None)
-        u.zrem(self._qkey(crawl, url.queue, b":m:"), url.fp)
+        u = self.unit()
+        u.hset(self.fp_bucket(crawl, url.fp) + URLS, url.fp, None)
+        u.zrem(self._qkey(crawl, url.queue, MEMBERS), url.fp)
 
     def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
              limit: int) -> list[UrlRecord]:  # fmt: skip
@@ -688,9 +701,9 @@ class RedisStorage:
     ) -> Iterator[UrlRecord]:
         # each step reads in the unit running then (an export's steps are units of their own)
         if queue is not None:
-            key = self._qkey(crawl, queue.key, b":m:")
+            key = self._qkey(crawl, queue.key, MEMBERS)
             while True:
-                part = self.u().zrange(key, after, None, 1000)
+                part = self.unit().zrange(key, after, None, 1000)
                 self.prefetch_urls(crawl, part)
                 for fp in part:
                     url = self.url(crawl, fp)
@@ -703,7 +716,7 @@ class RedisStorage:
                 after = part[-1]
         first = 0 if after is None else ((after[0] << 8) | after[1]) >> self.shift
         for bucket in range(first, self.buckets):
-            records = self.u().hgetall(self.bucket_tag(crawl, bucket) + b":u")
+            records = self.unit().hgetall(self.bucket_tag(crawl, bucket) + URLS)
             for fp in sorted(records):
                 if after is None or fp > after:
                     yield self._url(crawl, Fingerprint(fp), records[fp])

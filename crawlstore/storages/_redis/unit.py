@@ -26,6 +26,12 @@ import msgpack
 
 from ...errors import StoreError
 from . import points
+from .keys import (
+    EPOCH,
+    FENCES,
+    JOURNAL,
+    LOCK,
+)
 from .server import Server, key_slot
 
 __all__ = ["Cache", "Unit"]
@@ -74,10 +80,10 @@ class Unit:
     def __init__(self, server: Server, cache: Cache, store_tag: bytes) -> None:
         self.server = server
         self.cache = cache
-        self._lock = store_tag + b":lock"
-        self._epoch = store_tag + b":epoch"
-        self._journal = store_tag + b":journal"
-        self._fences = store_tag + b":fence"
+        self._lock = store_tag + LOCK
+        self._epoch = store_tag + EPOCH
+        self._journal = store_tag + JOURNAL
+        self._fences = store_tag + FENCES
         #: What taking and releasing the lock touch.
         self._keys = [self._lock, self._epoch, self._journal]
         #: The fence drawn with the lock: it only grows, and a slot refuses writes older than

@@ -21,6 +21,14 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from ...errors import InvalidArgument, InvalidSnapshot
+from .keys import (
+    BLOOM,
+    BLOOM_PARAMS,
+    SEEN,
+    SEEN_KIND,
+    TOTALS,
+    VALIDATORS,
+)
 
 if TYPE_CHECKING:
     from ...frontier.spi import CrawlRecord
@@ -61,22 +69,22 @@ class RedisViewData:
     # -- the exact seen set ---------------------------------------------------------------------
 
     def seen_mark(self, ref: CrawlRecord, kind: str, *, write: bool) -> str | None:
-        key, u = self._s.crawl_tag(ref) + b":t", self._s.u()
-        stored = u.hget(key, b"~seen")
+        key, u = self._s.crawl_tag(ref) + TOTALS, self._s.unit()
+        stored = u.hget(key, SEEN_KIND)
         if stored is None and write:
-            u.hset(key, b"~seen", kind.encode())
+            u.hset(key, SEEN_KIND, kind.encode())
             return kind
         return stored.decode() if stored is not None else None
 
     def _seen_at(self, ref: CrawlRecord, kind: str, fp: bytes) -> tuple[bytes, bytes]:
         bucket = self._s.fp_bucket(ref, fp)
         if kind == "set":
-            return bucket + b":se", fp
+            return bucket + SEEN, fp
         return bucket + b":sp:%d" % (fp[2] % PARTS), fp[self._s.fp_skip :]
 
     def seen_has(self, ref: CrawlRecord, kind: str, fps: Sequence[bytes]
                  ) -> list[bool]:  # fmt: skip
-        u = self._s.u()
+        u = self._s.unit()
         wheres = [self._seen_at(ref, kind, fp) for fp in fps]
         grouped: dict[bytes, list[bytes]] = {}
         for key, field in wheres:
@@ -92,7 +100,7 @@ class RedisViewData:
         return [u.hget(key, field) is not None for key, field in wheres]
 
     def seen_add(self, ref: CrawlRecord, kind: str, fps: Sequence[bytes]) -> int:
-        u, unique = self._s.u(), list(dict.fromkeys(fps))
+        u, unique = self._s.unit(), list(dict.fromkeys(fps))
         new = [fp for fp, known in zip(unique, self.seen_has(ref, kind, unique), strict=True)
                if not known]  # fmt: skip
         for fp in new:
@@ -104,11 +112,11 @@ class RedisViewData:
         return len(new)
 
     def seen_all(self, ref: CrawlRecord, kind: str) -> Iterator[bytes]:
-        u, out = self._s.u(), []
+        u, out = self._s.unit(), []
         for bucket in range(self._s.buckets):
             tag = self._s.bucket_tag(ref, bucket)
             if kind == "set":
-                out.extend(u.read([("SMEMBERS", tag + b":se")])[0])
+                out.extend(u.read([("SMEMBERS", tag + SEEN)])[0])
                 continue
             # The leading bytes the bucket decides for all its fingerprints (a packed entry
             # keeps the rest).
@@ -131,27 +139,27 @@ class RedisViewData:
         return self._s.fp_index(fp) // spread * spread
 
     def _bloom_key(self, ref: CrawlRecord, part: int) -> bytes:
-        return self._s.bucket_tag(ref, part) + b":bl"
+        return self._s.bucket_tag(ref, part) + BLOOM
 
     def bloom_params(self, ref: CrawlRecord) -> tuple[Any, ...] | None:
-        raw = self._s.u().hget(self._s.crawl_tag(ref) + b":t", b"~bloom")
+        raw = self._s.unit().hget(self._s.crawl_tag(ref) + TOTALS, BLOOM_PARAMS)
         return None if raw is None else tuple(msgpack.unpackb(raw))
 
     def bloom_create(self, ref: CrawlRecord, params: tuple[Any, ...], parts: int,
                      part_bits: int) -> None:  # fmt: skip
-        u = self._s.u()
-        u.hset(self._s.crawl_tag(ref) + b":t", b"~bloom", msgpack.packb(list(params)))
+        u = self._s.unit()
+        u.hset(self._s.crawl_tag(ref) + TOTALS, BLOOM_PARAMS, msgpack.packb(list(params)))
         for part in range(0, self._s.buckets, self._s.buckets // parts):
             u.allocate(self._bloom_key(ref, part), (part_bits + 7) // 8)
 
     def bloom_get(self, ref: CrawlRecord, part: int, positions: Sequence[int]
                   ) -> list[bool]:  # fmt: skip
         key = self._bloom_key(ref, part)
-        return [bool(b) for b in self._s.u().getbits(key, list(positions))]
+        return [bool(b) for b in self._s.unit().getbits(key, list(positions))]
 
     def bloom_set(self, ref: CrawlRecord, part: int, positions: Sequence[int]
                   ) -> None:  # fmt: skip
-        self._s.u().setbits(self._bloom_key(ref, part), list(positions))
+        self._s.unit().setbits(self._bloom_key(ref, part), list(positions))
 
     def bloom_chunks(self, ref: CrawlRecord) -> Iterator[tuple[int, bytes]]:
         raise InvalidArgument(
@@ -171,18 +179,18 @@ class RedisViewData:
     # -- validators -----------------------------------------------------------------------------
 
     def validator(self, ref: CrawlRecord, fp: bytes) -> list[Any] | None:
-        raw = self._s.u().hget(self._s.fp_bucket(ref, fp) + b":v", fp)
+        raw = self._s.unit().hget(self._s.fp_bucket(ref, fp) + VALIDATORS, fp)
         return None if raw is None else list(msgpack.unpackb(raw, raw=False))
 
     def put_validator(self, ref: CrawlRecord, fp: bytes, record: list[Any] | None
                       ) -> bool:  # fmt: skip
-        u, key = self._s.u(), self._s.fp_bucket(ref, fp) + b":v"
+        u, key = self._s.unit(), self._s.fp_bucket(ref, fp) + VALIDATORS
         existed = u.hget(key, fp) is not None
         u.hset(key, fp, None if record is None else msgpack.packb(record))
         return existed
 
     def validators_all(self, ref: CrawlRecord) -> Iterator[tuple[bytes, list[Any]]]:
         for bucket in range(self._s.buckets):
-            records = self._s.u().hgetall(self._s.bucket_tag(ref, bucket) + b":v")
+            records = self._s.unit().hgetall(self._s.bucket_tag(ref, bucket) + VALIDATORS)
             for fp in sorted(records):
                 yield fp, list(msgpack.unpackb(records[fp], raw=False))

@@ -1,0 +1,76 @@
+"""The key table of a store on Redis: every key's name, and the layout of every member.
+
+Each key carries a hash tag, so that one function call touches one slot: the store's own
+``{ns}``, a crawl's ``{ns:c}`` (``c``: the crawl's id), or one of a crawl's buckets
+``{ns:c:b}``. A queue lives in the bucket its key hashes to; a URL (its record, validators and
+seen entry) in the bucket of its fingerprint's first bits. A key's name is its tag and one of
+the suffixes below; a queue's own keys add the queue's key in UTF-8.
+
+| key | type | content |
+|---|---|---|
+| ``{ns}`` ``META`` | hash | format, buckets, created, crawl ids, store-wide defaults |
+| ``{ns}`` ``CRAWLS`` | hash | crawl name -> id, policy, created |
+| ``{ns}`` ``LOCK``, ``EPOCH``, ``JOURNAL``, ``FENCES`` | strings | the store lock (``unit.py``) |
+| ``<tag>`` ``FENCE`` | string | the newest fence applied to the keys of hash tag ``<tag>`` |
+| ``{ns:c}`` ``TOTALS`` | hash | the crawl's totals; ``~seq``, ``~seen``, ``~bloom`` |
+| ``{ns:c}`` ``EVENTS`` | sorted set | the crawl's queues by next event (``EVENT_*``) |
+| ``{ns:c}`` ``QUEUE_KEYS`` | sorted set | the crawl's queue keys |
+| ``{ns:c}`` ``STATE`` ``<name>``, ``STATE_NAMES`` | hashes | facade state, and its names |
+| ``{ns:c:b}`` ``QUEUES`` | hash | queue key -> queue record |
+| ``{ns:c:b}`` ``ENTRIES`` ``<queue>`` | sorted set | the queue's entries (``ENTRY_*``) |
+| ``{ns:c:b}`` ``EXPIRIES`` ``<queue>`` | sorted set | the queue's lease expiries (``EXPIRY_*``) |
+| ``{ns:c:b}`` ``SCHEDULE`` ``<queue>`` | sorted set | the queue's schedule (``SCHEDULED_*``) |
+| ``{ns:c:b}`` ``MEMBERS`` ``<queue>`` | sorted set | the queue's URLs (fingerprints) |
+| ``{ns:c:b}`` ``LEASES`` | hash | token -> lease |
+| ``{ns:c:b}`` ``URLS`` | hash | fingerprint -> URL record |
+| ``{ns:c:b}`` ``VALIDATORS`` | hash | fingerprint -> validators |
+| ``{ns:c:b}`` ``SEEN`` | set | the exact seen set's fingerprints |
+| ``{ns:c:b}`` ``BLOOM`` | string | a part of the Bloom seen set's bits |
+
+Sorted set members are ordered by their bytes (every score is 0): each begins with what it is
+ordered by, big-endian.
+"""
+
+from __future__ import annotations
+
+# -- suffixes ------------------------------------------------------------------------------------
+META = b":meta"
+CRAWLS = b":crawls"
+LOCK = b":lock"
+EPOCH = b":epoch"
+JOURNAL = b":journal"
+FENCES = b":fence"
+FENCE = b":f"
+TOTALS = b":t"
+EVENTS = b":x"
+QUEUE_KEYS = b":k"
+STATE = b":st:"
+STATE_NAMES = b":sn"
+QUEUES = b":q"
+ENTRIES = b":p:"
+EXPIRIES = b":e:"
+SCHEDULE = b":s:"
+MEMBERS = b":m:"
+LEASES = b":l"
+URLS = b":u"
+VALIDATORS = b":v"
+SEEN = b":se"
+BLOOM = b":bl"
+#: A queue's own keys, deleted with it.
+QUEUE_OWN = (ENTRIES, EXPIRIES, SCHEDULE, MEMBERS)
+
+#: Fields of a crawl's ``TOTALS`` that are not totals: its sequence, its seen set's kind, its
+#: Bloom filter's parameters.
+SEQ, SEEN_KIND, BLOOM_PARAMS = b"~seq", b"~seen", b"~bloom"
+NOT_A_TOTAL = b"~"
+
+# -- members -------------------------------------------------------------------------------------
+#: An ``EVENTS`` member: the event's ms, a sequence, then the queue's key.
+EVENT_QUEUE = slice(16, None)
+#: An ``ENTRIES`` member: the entry's order (rank, class, sequence: 13 bytes), the fingerprint.
+ENTRY_FP = slice(13, None)
+#: An ``EXPIRIES`` member: the expiry's ms, then the lease's token.
+EXPIRY_TOKEN = slice(8, None)
+#: A ``SCHEDULE`` member: the due ms, the sequence, the fingerprint, the exact due time.
+SCHEDULED_FP = slice(16, 32)
+SCHEDULED_AT = 32
