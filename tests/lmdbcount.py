@@ -69,13 +69,13 @@ def counting(store: Store) -> Iterator[Counter[str]]:
     engine = store._storage.engine
     counts: Counter[str] = Counter()
     names = {id(db): name for name, db in engine.dbs.items()}
-    begin = engine._begin
+    begin = engine.begin
 
     def counted(write: bool) -> Any:
         return _Txn(begin(write), names, counts)
 
-    engine._begin = counted  # type: ignore[method-assign]
+    engine.begin = counted  # type: ignore[method-assign]
     try:
         yield counts
     finally:
-        del engine._begin
+        del engine.begin

@@ -10,10 +10,11 @@ one of its write units; the clock is injected.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from ..clock import Clock
 from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
@@ -151,6 +152,8 @@ class CoreFrontier(Frontier):
             )
         self._owner = this_process()
         self._next_reap = -math.inf
+        #: What a dry run's copy tells of its steps (``dry_copy``); None on a real core.
+        self._watch: Watch | None = None
         #: The crawl as this view last read it, inside a unit of the storage; every unit reads
         #: it again (a rolled-back transaction may have created it, another view changed it).
         self._crawl: CrawlRecord | None = None
@@ -265,6 +268,13 @@ class CoreFrontier(Frontier):
         URL, export and load, a migration's moves) change the crawl inside a storage unit."""
         return CrawlUnit(self, crawl)
 
+    def dry_copy(self, watch: Watch) -> CoreFrontier:
+        """A copy of this core for a dry run inside a ``scratch`` unit (its own reap timer and
+        caches: this core's are left as they were), telling ``watch`` of its steps."""
+        sim = copy.copy(self)
+        sim._watch = watch
+        return sim
+
     def forget_crawl(self, crawl: CrawlRecord) -> None:
         """After the crawl was deleted in this unit: the next write makes it anew, with its
         policy."""
@@ -305,6 +315,8 @@ class CoreFrontier(Frontier):
 
     def _enqueue(self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, cls: int) -> None:
         """Queue a URL (class 0: coming back, ahead of pushed seeds of its priority)."""
+        if self._watch is not None:
+            self._watch.enqueuing(url)
         url.where = entry = queue_place(
             crawl.policy.order, url.seed, cls, self.storage.next_seq(crawl)
         )
@@ -582,6 +594,8 @@ class CoreFrontier(Frontier):
     # -- upkeep: due schedules and leases that ended without a report ---------------------------
 
     def _maintain(self, crawl: CrawlRecord, q: QueueRecord, now: float) -> None:
+        if self._watch is not None:
+            self._watch.maintaining(q)
         storage = self.storage
         if q.due_at is not None and q.due_at <= now:
             for fp in storage.due(crawl, q, now):
@@ -999,3 +1013,28 @@ class CrawlUnit:
     def unplace(self, q: QueueRecord, url: UrlRecord) -> None:
         """Take a URL out of where it is, and out of its gauge (its record stays)."""
         self._core._unplace(self.crawl, q, url)
+
+    def effective(self, q: QueueRecord) -> Effective:
+        """The policy that applies to the queue: its overrides over the crawl's and the store's."""
+        return self._core._effective(self.crawl, q)
+
+    def pop_one(self, now: float, only: str | None) -> Ready | None:
+        """What ``pop`` hands out at ``now`` (from queue ``only``, when given), leased for ever:
+        for a dry run, whose leases never come back."""
+        out = self._core._pop(self.crawl, now, 1, None, None, only, math.inf)
+        return out[0] if out else None
+
+    def done(self, seed: Seed, now: float) -> None:
+        """Report a seed handed out done at ``now``, its queue placed again (as a report does)."""
+        q = self._core._report(self.crawl, Done(seed), now, {})
+        self._core._place(self.crawl, q, now)
+
+
+class Watch(Protocol):
+    """What a dry run's copy of the core (``dry_copy``) tells of its steps."""
+
+    def enqueuing(self, url: UrlRecord) -> None:
+        """``url`` joins its queue (in the state it leaves: a schedule, a lease, or queued)."""
+
+    def maintaining(self, q: QueueRecord) -> None:
+        """A pop looks at queue ``q``, before its due schedules and expired leases join it."""

@@ -1,8 +1,9 @@
 """``peek``: the seeds pop will hand out next, found by a dry run of pop itself.
 
-The core's own ``_pop`` runs in a ``scratch`` unit of the storage (a write unit over one read,
-whose writes are all thrown away), on a copy of the view (so that its reap timer is left as it
-was). So the order is pop's by construction, never a second reading of the policy:
+The core's own pop runs in a ``scratch`` unit of the storage (a write unit over one read,
+whose writes are all thrown away), on a copy of the core (``dry_copy``: its reap timer is left
+as it was), through the core's door (``CrawlUnit.pop_one``, ``done``, ``effective``). So the
+order is pop's by construction, never a second reading of the policy:
 
 1. the seeds ready now, in the exact order successive ``pop()`` calls (or
    ``pop_many(1, queue=key)`` calls, for one queue) hand them out, with what a pop does first
@@ -21,13 +22,12 @@ was). So the order is pop's by construction, never a second reading of the polic
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import TYPE_CHECKING
 
 from .places import finished_count
 from .policy import ready_at
-from .protocol import Done, Ready, Upcoming, check_limit
+from .protocol import Ready, Upcoming, check_limit
 from .spi import QUEUED, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:
@@ -57,10 +57,10 @@ def peek(core: CoreFrontier, n: int, queue: str | None) -> list[Upcoming]:
 
 
 class _DryRun:
-    """Pops of one scratch unit, and what each handed out."""
+    """Pops of one scratch unit, and what each handed out; the dry run's core tells it of the
+    seeds that join a queue and of the queues it looks at (``Watch``)."""
 
     def __init__(self, core: CoreFrontier, crawl: CrawlRecord, now: float, only: str | None):
-        sim = copy.copy(core)  # its own reap timer and caches; the view is left as it was
         #: Where the seeds that joined a queue during the dry run came from (their URL's state
         #: and kind before): a schedule, or a lease.
         self.origin: dict[bytes, str] = {}
@@ -69,27 +69,22 @@ class _DryRun:
         #: The queue of each seed the dry run handed out, by its lease's token.
         self.queues: dict[bytes, str] = {}
         self.later = False
-        enqueue, maintain = sim._enqueue, sim._maintain
-
-        def _enqueue(crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, cls: int) -> None:
-            if url.state != QUEUED:
-                kind = url.kind if url.state == SCHEDULED else "lease"
-                self.origin.setdefault(url.fp, kind or "retry")
-            enqueue(crawl, q, url, cls)
-
-        def _maintain(crawl: CrawlRecord, q: QueueRecord, now: float) -> None:
-            if self.later and q.key not in self.waiting:
-                self.waiting[q.key] = self._why_not_now(q)
-            maintain(crawl, q, now)
-
-        sim._enqueue = _enqueue  # type: ignore[method-assign]
-        sim._maintain = _maintain  # type: ignore[method-assign]
-        self.sim, self.crawl, self.now, self.only = sim, crawl, now, only
+        self.sim = core.dry_copy(self).unit(crawl)
+        self.crawl, self.now, self.only = crawl, now, only
         self.storage = core.storage
+
+    def enqueuing(self, url: UrlRecord) -> None:
+        if url.state != QUEUED:
+            kind = url.kind if url.state == SCHEDULED else "lease"
+            self.origin.setdefault(url.fp, kind or "retry")
+
+    def maintaining(self, q: QueueRecord) -> None:
+        if self.later and q.key not in self.waiting:
+            self.waiting[q.key] = self._why_not_now(q)
 
     def _why_not_now(self, q: QueueRecord) -> str:
         """Why the queue hands out no (more) seed now: its block, its delay, or its cap."""
-        policy = self.sim._effective(self.crawl, q)
+        policy = self.sim.effective(q)
         if q.blocked > self.now:
             return "blocked"
         if q.last + policy.delay > self.now:
@@ -99,9 +94,7 @@ class _DryRun:
         return "delay"
 
     def _pop(self, at: float) -> Ready | None:
-        # leased "forever": nothing the dry run hands out comes back
-        out = self.sim._pop(self.crawl, at, 1, None, None, self.only, math.inf)
-        return out[0] if out else None
+        return self.sim.pop_one(at, self.only)
 
     def _freeze(self) -> None:
         """Leases in flight now never expire in the dry run (their reports are to come); a
@@ -118,8 +111,7 @@ class _DryRun:
 
     def _done(self, ready: Ready, at: float) -> None:
         """Report a seed the dry run handed out done, at ``at`` (as the core does)."""
-        q = self.sim._report(self.crawl, Done(ready.seed), at, {})
-        self.sim._place(self.crawl, q, at)
+        self.sim.done(ready.seed, at)
 
     def run(self, n: int) -> list[Upcoming]:
         out: list[Upcoming] = []
@@ -153,7 +145,7 @@ class _DryRun:
                 self._done(ready, at)
                 q = self.storage.queue(self.crawl, key)
                 assert q is not None
-                policy = self.sim._effective(self.crawl, q)
+                policy = self.sim.effective(q)
                 if policy.delay > 0 or policy.cap is not None:  # its next one waits for this one
                     self.waiting[key] = "delay" if policy.delay > 0 else "held"
                 continue
@@ -192,7 +184,7 @@ class _DryRun:
         out: list[Upcoming] = []
         whys = {}
         for q in queues:
-            policy = self.sim._effective(self.crawl, q)
+            policy = self.sim.effective(q)
             capped = ready_at(q.queued, q.in_flight, finished_count(q), q.last, policy) is None
             limited = policy.limit is not None and finished_count(q) + q.in_flight >= policy.limit
             whys[q.key] = "limit" if limited else "held" if capped else ""

@@ -166,7 +166,7 @@ class Transaction:
         except BaseException as exc:
             engine.lock.release()
             if isinstance(exc, lmdb.Error):
-                raise engine._translate(exc) from None
+                raise engine.translate(exc) from None
             raise
         self._journal = journal.begin(engine)  # in-memory state rolls back with it
         return self._ctx
@@ -184,21 +184,21 @@ class Transaction:
         try:
             if kind is None and failed is None:
                 try:
-                    engine._commit(ctx)  # rolls back by itself when the commit fails
+                    engine.commit(ctx)  # rolls back by itself when the commit fails
                     committed = True
                 except lmdb.MapFullError:
                     outgrew = True
             else:
-                engine._abort(ctx)
+                engine.abort(ctx)
         except lmdb.Error as error:
-            raise engine._translate(error) from None
+            raise engine.translate(error) from None
         finally:
             try:
                 journal.end(self._journal, commit=committed)
             finally:
                 engine.lock.release()
         if outgrew:
-            engine._grow()
+            engine.grow()
         if kind is None and not committed:  # the block ended cleanly, its transaction did not
             if outgrew:
                 raise StoreFull(
@@ -210,7 +210,7 @@ class Transaction:
                 "nothing of it was committed"
             )
         if isinstance(exc, lmdb.Error):
-            raise engine._translate(exc) from None
+            raise engine.translate(exc) from None
 
     # A transaction enlisted in a memory transaction's journal ends with it.
 

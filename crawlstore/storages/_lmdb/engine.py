@@ -175,7 +175,7 @@ class Engine:
             self.dbs = self._open_databases()
         except lmdb.Error as exc:
             self.env.close()
-            raise self._translate(exc) from None
+            raise self.translate(exc) from None
         except BaseException:
             self.env.close()
             raise
@@ -264,7 +264,7 @@ class Engine:
             self.env.close()
 
     def _open_databases(self) -> dict[str, Any]:
-        with self._begin(write=False) as txn:
+        with self.begin(write=False) as txn:
             main_keys = [bytes(k) for k, _ in txn.cursor()]
         if not main_keys:
             if self.readonly:
@@ -273,7 +273,7 @@ class Engine:
         if b"meta" not in main_keys:
             raise NotAStore(f"{self.path} is an LMDB file of another application")
         meta_db = self.env.open_db(b"meta", create=False)
-        with self._begin(write=False) as txn:
+        with self.begin(write=False) as txn:
             raw = txn.get(b"meta", db=meta_db)
         meta = unpack("meta", b"meta", raw) if raw is not None else None
         if not isinstance(meta, dict) or meta.get("app") != APP:
@@ -304,7 +304,7 @@ class Engine:
         self.meta = meta
         missing = [name for name in DATABASES if name.encode() not in main_keys]
         if missing and not self.readonly:
-            with self._begin(write=True) as txn:
+            with self.begin(write=True) as txn:
                 for name in missing:
                     self.env.open_db(name.encode(), txn=txn, **DATABASES[name])
         dbs = {}
@@ -316,7 +316,7 @@ class Engine:
     def set_fingerprint(self, version: int) -> None:
         """Record the fingerprint version the file's records now hold (a migration's end)."""
         self.meta = {**self.meta, "fingerprint": version}
-        with self._begin(write=True) as txn:
+        with self.begin(write=True) as txn:
             txn.put(b"meta", pack(self.meta), db=self.dbs["meta"])
 
     def _create(self) -> dict[str, Any]:
@@ -326,7 +326,7 @@ class Engine:
             "fingerprint": FINGERPRINT_VERSION,
             "created": time.time(),
         }
-        with self._begin(write=True) as txn:
+        with self.begin(write=True) as txn:
             dbs = {
                 name: self.env.open_db(name.encode(), txn=txn, **flags)
                 for name, flags in DATABASES.items()
@@ -336,13 +336,13 @@ class Engine:
 
     # -- transactions ---------------------------------------------------------------------------
 
-    def _check_process(self) -> None:
+    def check_process(self) -> None:
         if os.getpid() != self.pid:
             raise StoreError(
                 f"{self.path} was opened before fork(); open the store again in the child"
             )
 
-    def _begin(self, write: bool) -> lmdb.Transaction:
+    def begin(self, write: bool) -> lmdb.Transaction:
         for _ in range(3):
             try:
                 return self.env.begin(write=write)
@@ -370,9 +370,9 @@ class Engine:
         """Begin this thread's write transaction (the caller holds ``lock``)."""
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
-        self._check_process()
+        self.check_process()
         last = self._grow_early()
-        txn = self._begin(write=True)
+        txn = self.begin(write=True)
         # Records decoded by this process's last commit are still current when no other
         # process has committed since: then this transaction's id follows that commit's.
         txn_id = txn.id()
@@ -381,12 +381,12 @@ class Engine:
         ctx = self._writer = WriteContext(self, txn, cached, txn_id)
         return ctx
 
-    def _commit(self, ctx: WriteContext) -> None:
+    def commit(self, ctx: WriteContext) -> None:
         try:
             wrote = ctx.flush()
             ctx.txn.commit()
         except BaseException:
-            self._abort(ctx)
+            self.abort(ctx)
             raise
         self._writer = None
         # An empty commit takes no id (another process's next commit gets it): keep the
@@ -394,7 +394,7 @@ class Engine:
         if wrote:
             self._records, self._records_txnid = ctx.records, ctx.txn_id
 
-    def _abort(self, ctx: WriteContext) -> None:
+    def abort(self, ctx: WriteContext) -> None:
         self._writer = None
         with suppress(lmdb.Error):
             ctx.txn.abort()
@@ -433,7 +433,7 @@ class Engine:
                 ) from None
             except lmdb.Error as exc:
                 ctx.failed = str(exc)
-                raise self._translate(exc) from None
+                raise self.translate(exc) from None
         while True:  # write(), without a generator: this is every operation's path
             try:
                 with self.lock:
@@ -441,14 +441,14 @@ class Engine:
                     try:
                         result = operation(ctx)
                     except BaseException:
-                        self._abort(ctx)
+                        self.abort(ctx)
                         raise
-                    self._commit(ctx)
+                    self.commit(ctx)
                 return result
             except lmdb.MapFullError:
-                self._grow()
+                self.grow()
             except lmdb.Error as exc:
-                raise self._translate(exc) from None
+                raise self.translate(exc) from None
 
     def read(self, operation: Callable[[lmdb.Transaction], _T]) -> _T:
         """Run a read-only operation: in the caller's write transaction, or a short read one."""
@@ -462,10 +462,10 @@ class Engine:
         """Run a read-only operation on a snapshot of what is committed, even inside this
         thread's write transaction (a backup copies nothing uncommitted)."""
         with self.lock:
-            self._check_process()
+            self.check_process()
             for _ in range(3):
                 try:
-                    txn = self._begin(write=False)
+                    txn = self.begin(write=False)
                     try:
                         result = operation(txn)
                         if not self.lockless or self._unchanged_since(txn.id()):
@@ -473,7 +473,7 @@ class Engine:
                     finally:
                         txn.abort()
                 except lmdb.Error as exc:
-                    raise self._translate(exc) from None
+                    raise self.translate(exc) from None
             raise StoreError(
                 f"{self.path} is being written while this reader, which cannot write the lock "
                 "file, reads it: its reads cannot be consistent. Read it as a user who can "
@@ -489,7 +489,7 @@ class Engine:
     # -- size -----------------------------------------------------------------------------------
 
     def used_bytes(self) -> int:
-        self._check_process()
+        self.check_process()
         return int((self.env.info()["last_pgno"] + 1) * self._page_size)
 
     def record_bytes(self) -> int:
@@ -515,7 +515,7 @@ class Engine:
             self.env.set_mapsize(min(self.max_map_size, max(size * 2, used + 2 * headroom)))
         return int(info["last_txnid"])
 
-    def _grow(self) -> None:
+    def grow(self) -> None:
         with self.lock:
             size = self.env.info()["map_size"]
             if self.readers:
@@ -530,7 +530,7 @@ class Engine:
                 )
             self.env.set_mapsize(min(self.max_map_size, size * 2))
 
-    def _translate(self, exc: lmdb.Error) -> StoreError:
+    def translate(self, exc: lmdb.Error) -> StoreError:
         if isinstance(exc, lmdb.MapFullError):
             return StoreFull(f"{self.path}: the transaction does not fit the map; {exc}")
         if isinstance(exc, lmdb.ReadonlyError):

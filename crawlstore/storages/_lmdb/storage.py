@@ -96,11 +96,11 @@ class _Reader:
         self._storage = storage
         engine = storage.engine
         with engine.lock:  # no map growth under way while it begins
-            engine._check_process()
+            engine.check_process()
             try:
-                self._txn: lmdb.Transaction | None = engine._begin(write=False)
+                self._txn: lmdb.Transaction | None = engine.begin(write=False)
             except lmdb.Error as exc:
-                raise engine._translate(exc) from None
+                raise engine.translate(exc) from None
             engine.readers += 1
 
     def run(self, operation: Callable[[], _T]) -> _T:
@@ -116,7 +116,7 @@ class _Reader:
         try:
             return operation()
         except lmdb.Error as exc:
-            raise storage.engine._translate(exc) from None
+            raise storage.engine.translate(exc) from None
         finally:
             with storage._readers_lock:
                 storage._readers -= 1
