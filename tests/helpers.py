@@ -9,6 +9,12 @@ from pathlib import Path
 from crawlstore import Seed
 from crawlstore.frontier import Frontier
 
+#: The checkout, the tests' own files, their fixtures, and the shared fixtures beside the checkout.
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+DATA = TESTS / "data"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
 #: The ``make_frontier`` fixture: a frontier of each storage, made by the test.
 MakeFrontier = Callable[..., Frontier]
 

@@ -1,7 +1,7 @@
 """The frontier: protocol, in-memory storage, facades and waiting helpers."""
 
 from . import revisits, traps  # noqa: F401 (their facades register for the chain methods)
-from .base import Frontier, StateMap
+from .base import Frontier, FrontierCore, StateMap
 from .core import CoreFrontier
 from .facades import (
     AllowHosts,
@@ -57,6 +57,7 @@ __all__ = [
     "Failed",
     "Filter",
     "Frontier",
+    "FrontierCore",
     "LastOutcome",
     "Lease",
     "MaxDepth",

@@ -54,11 +54,13 @@ if TYPE_CHECKING:
         Scored,
         TagBackoff,
     )
+    from .policy import CrawlPolicy
+    from .protocol import Reason
     from .revisits import Revisits
     from .traps import AvoidTraps, TrapPolicy
     from .worker import AsyncWorker, Worker
 
-__all__ = ["Frontier", "StateMap"]
+__all__ = ["Frontier", "FrontierCore", "StateMap"]
 
 
 #: Persisted key/value state a facade keeps in its storage (values must be msgpack-able).
@@ -78,7 +80,8 @@ class Frontier(ABC):
     @property
     @abstractmethod
     def core(self) -> CoreFrontier:
-        """The frontier core at the bottom of the chain."""
+        """The frontier core at the bottom of the chain (what a facade calls of it is
+        ``FrontierCore``'s)."""
 
     @property
     def clock(self) -> Clock:
@@ -377,3 +380,39 @@ class Frontier(ABC):
     def score(self, scorer: Callable[[Seed], int]) -> Scored:
         """Best-first: add ``scorer(seed)`` to each pushed seed's priority (saturating)."""
         return cast("Scored", FACADES["Scored"](self, scorer))
+
+
+class FrontierCore(Frontier):
+    """What a facade may ask of the core at the bottom of its chain (``frontier.core``), the
+    way Scrapy publishes ``BaseScheduler``: a frontier, its crawl's name, clock and policy, and
+    the few operations a facade's own policy needs. Nothing else of the core is a facade's to
+    call; the core (``crawlstore.frontier.core.CoreFrontier``) implements it."""
+
+    name: str
+
+    @property
+    @abstractmethod
+    def policy(self) -> CrawlPolicy:
+        """The crawl's policy (a new crawl's, as it will be created)."""
+
+    @abstractmethod
+    def state(self, namespace: str) -> StateMap:
+        """The facade's key/value state of ``namespace``, kept by the storage with the crawl
+        (values msgpack-able): its writes join the unit of the operation under way."""
+
+    @abstractmethod
+    def refuse(self, seed: Seed, reason: Reason) -> Admission:
+        """Count a seed the facade refused, for ``reason``; the admission to return."""
+
+    @abstractmethod
+    def refuse_many(self, reasons: list[Reason]) -> list[Admission]:
+        """Count several refusals in one write."""
+
+    @abstractmethod
+    def schedule(self, seed: Seed, at: float, *, kind: str = "retry") -> None:
+        """Schedule ``seed`` at ``at`` (a ``"retry"``, a ``"pause"`` or a ``"revisit"``): one
+        schedule per URL, a new one replacing the last."""
+
+    @abstractmethod
+    def next_revisit(self) -> float | None:
+        """While revisits are scheduled, the earliest time something of the crawl may happen."""

@@ -20,7 +20,7 @@ from ..clock import Clock
 from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
 from ..seed import Lease, Seed
 from . import listing, spi
-from .base import Frontier
+from .base import FrontierCore
 from .crawlstate import CrawlState
 from .holders import REMOTE, process_alive, this_process
 from .places import finished_count, queue_place
@@ -105,7 +105,7 @@ def set_defaults(storage: spi.Storage, **changes: Any) -> Defaults:
     return storage.run(write)
 
 
-class CoreFrontier(Frontier):
+class CoreFrontier(FrontierCore):
     """A crawl's frontier over a storage. Every operation is one write unit of the storage
     (or joins the caller's transaction); the crawl's policy is the storage's, read when the
     view is made and refreshed every ``reap_interval``.

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,16 +199,13 @@ class QueueRecord:
 
     def to_record(self) -> list[Any]:
         """The queue as stored: the values of ``QUEUE_FIELDS``, in order."""
-        return list(_queue_fields(self))
+        return _queue_to_record(self)
 
     @classmethod
     def from_record(cls, record: Sequence[Any], ref: Any = None) -> QueueRecord:
         """The queue of a stored record (``ValueError`` when it has not one value a field)."""
-        if len(record) != len(QUEUE_FIELDS):
-            raise ValueError(f"a queue record has {len(QUEUE_FIELDS)} fields, not {len(record)}")
         new = cls.__new__(cls)
-        for name, value in zip(QUEUE_FIELDS, record, strict=True):
-            setattr(new, name, value)
+        _queue_from_record(new, record)
         new.ref = ref
         new.stale = False
         return new
@@ -219,7 +215,24 @@ class QueueRecord:
 QUEUE_FIELDS = ("key", "created", "delay", "cap", "blocked", "limit", "last", "queued",
                 "in_flight", "scheduled", "revisits", "counts", "due_at", "expiry_at",
                 "event")  # fmt: skip
-_queue_fields = operator.attrgetter(*QUEUE_FIELDS)
+
+
+def _record_codec(fields: tuple[str, ...]) -> tuple[Callable[..., list[Any]], Callable[..., None]]:
+    """A record's two conversions, written out from its field names once (as ``namedtuple``
+    and ``dataclasses`` write theirs): a queue is read at every unit, and a loop of
+    ``setattr`` would cost more than the rest of its decoding."""
+    values = ", ".join(f"obj.{name}" for name in fields)
+    namespace: dict[str, Any] = {}
+    # the text is made of the field names above only
+    exec(
+        f"def to_record(obj):\n    return [{values}]\n"
+        f"def from_record(obj, record):\n    ({values},) = record\n",
+        namespace,
+    )
+    return namespace["to_record"], namespace["from_record"]
+
+
+_queue_to_record, _queue_from_record = _record_codec(QUEUE_FIELDS)
 
 
 class UrlRecord:

@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import DATA, SHARED_DATA
 
 from crawlstore import Seed, Store
 from crawlstore.errors import CorruptStore, OlderFormat, StoreError
 from crawlstore.store import FORMAT_VERSION, verify
 
-DATA = Path(__file__).resolve().parent / "data"
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "damaged"
+SHARED = SHARED_DATA / "damaged"
 
 
 def _digest(path: Path) -> str:

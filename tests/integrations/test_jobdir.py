@@ -20,11 +20,11 @@ import pytest
 
 pytest.importorskip("scrapy")
 
+from cli_helpers import cli
 from scrapy import Request
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.request import RequestFingerprinter, request_from_dict
 from scrapy.utils.test import get_crawler
-from test_cli import cli
 from website import serve
 
 from crawlstore import Ready, Seed, Store

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent / "crawlstore"
+PACKAGE = ROOT / "crawlstore"
 #: What a storage may import besides its own package: the interface, the shared codecs and the
 #: value modules.
 STORAGE_MAY_IMPORT = {
@@ -40,8 +41,8 @@ class Edge:
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for path in ROOT.rglob("*.py"):
-        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path
     return out

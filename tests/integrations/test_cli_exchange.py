@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from cli_helpers import COMMAND, cli, export
+from helpers import DATA
 from redis_servers import Node
 from strict_json import strict_lines
-from test_cli import COMMAND, cli, export
 
 from crawlstore import Failed, ManualClock, Seed, Store, Validator
 
-DATA = Path(__file__).resolve().parent / "data"
 META = {"inf": math.inf, "low": -math.inf, "nan": math.nan, "tagged": {"$b": "abcd"},
         "float": {"$f": "NaN"}, "escaped": {"$": {"x": 1}}, "bytes": b"\x00\xff",
         "keys": {b"raw": 1}}  # fmt: skip

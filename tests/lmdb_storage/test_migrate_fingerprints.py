@@ -14,13 +14,13 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from helpers import DATA
 from redis_servers import Node
 
 from crawlstore import Done, ManualClock, Ready, Seed, Store
 from crawlstore.errors import OlderFormat, StoreError
 from crawlstore.url import FINGERPRINT_VERSION
 
-DATA = Path(__file__).resolve().parent / "data"
 _namespaces = itertools.count()
 
 #: The fixtures' URLs (tests/data/README.md), by what was done to them.

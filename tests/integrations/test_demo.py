@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_cli import COMMAND, cli
+from cli_helpers import COMMAND, cli
 
 from crawlstore import Store
 from crawlstore.crawler import CrawlOptions, crawl

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 import crawlstore
 from crawlstore import (
@@ -28,7 +29,6 @@ from crawlstore.integrations import httpx as httpx_glue
 from crawlstore.revalidate import Revalidate
 from crawlstore.store import StoreBloomSeen, StoreSeen, StoreValidators
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 TEXT = "\n".join(p.read_text() for p in DOCS)
 
@@ -86,10 +86,10 @@ def test_nothing_above_the_storages_names_one() -> None:
 
 
 def test_capabilities_are_what_the_docs_say(tmp_path: Path) -> None:
-    memory = InMemFrontier().core.storage.capabilities
+    memory = InMemFrontier().storage.capabilities
     assert (memory.persistent, memory.shared, memory.durability) == (False, False, "memory")
     for mode, durability in (("safe", "disk"), ("full", "disk"), ("nosync", "os")):
         with Store.open(tmp_path / f"{mode}.lmdb", durability=mode) as store:
-            caps = store.frontier().core.storage.capabilities
+            caps = store.capabilities
             assert (caps.persistent, caps.shared, caps.atomic_views) == (True, True, True)
             assert caps.durability == durability

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import COMMAND, cli
+from cli_helpers import COMMAND, cli
 
 from crawlstore import Done, Seed, Store
 from crawlstore.cli import main

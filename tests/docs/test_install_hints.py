@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 #: A hint: ``pip install`` and what follows on its line, up to a backtick, a quote that ends
 #: a string, a comment, ``&&`` or the end of the line.
 _HINT = re.compile(r"pip install ([^`\n#&\"]*)")

@@ -16,11 +16,11 @@ import pytest
 pytest.importorskip("google.protobuf", reason="protobuf is not installed (the urlfrontier extra)")
 
 from google.protobuf import descriptor_pb2, json_format
+from helpers import ROOT
 
 from crawlstore.urlfrontier import regenerate
 from crawlstore.urlfrontier import urlfrontier_pb2 as pb
 
-ROOT = Path(__file__).resolve().parent.parent
 FILE = descriptor_pb2.FileDescriptorProto()
 pb.DESCRIPTOR.CopyToProto(FILE)
 Field = descriptor_pb2.FieldDescriptorProto

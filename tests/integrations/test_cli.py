@@ -7,38 +7,17 @@ import gzip
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import COMMAND, cli, export
 from strict_json import strict_lines
 
 from crawlstore import Seed, Store
 from crawlstore.cli import main, run
-
-_SCRIPT = shutil.which("crawlstore", path=os.path.dirname(sys.executable))
-COMMAND = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "crawlstore"]
-
-
-def cli(
-    *args: str | Path, check: int | None = 0, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*COMMAND, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
-    if check is not None:
-        assert done.returncode == check, (done.returncode, done.stdout, done.stderr)
-    return done
-
-
-def export(store: Path | str, *args: str | Path) -> str:
-    """``crawlstore export`` of ``store``: its stdout; every line it writes (to stdout, or to
-    the file of ``-o``) read by a strict JSON parser, as other tools read it."""
-    done = cli("export", store, *args)
-    strict_lines(Path(args[args.index("-o") + 1]) if "-o" in args else done.stdout)
-    return done.stdout
 
 
 @pytest.fixture
@@ -176,7 +155,8 @@ def test_bench_runs_the_suite_of_the_checkout(capsys: pytest.CaptureFixture[str]
 
 
 def test_torture_runs_through_the_command(tmp_path: Path) -> None:
-    """The verb runs the torture and reports as it does (tests/torture checks the torture)."""
+    """The verb runs the torture and reports as it does (``tests/crash/test_torture.py`` checks
+    the torture)."""
     done = cli("torture", "--minutes", "0.05", "--workers", "2", check=None)
     summary = re.search(r"rounds (\d+), kills (\d+), operations verified \d+, violations (\d+)",
                         done.stdout)  # fmt: skip

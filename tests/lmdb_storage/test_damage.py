@@ -16,13 +16,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import pop_seeds
+from helpers import SHARED_DATA, pop_seeds
 
 from crawlstore import Done, ManualClock, Seed, Store, Validator
 from crawlstore.errors import OlderFormat
 from crawlstore.store import verify
 
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "damaged"
+FIXTURES = SHARED_DATA / "damaged"
 
 #: Each path in turn: verify it, then read all of it as a crawl would, one JSON line each,
 #: printed before the next path (a crash then names the path and the step).

@@ -13,14 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_cli import cli
+from cli_helpers import cli
+from helpers import ROOT
 
 from crawlstore import Done, Failed, Seed, Store
 from crawlstore.cli import parser
 from crawlstore.frontier.protocol import STATES
 from crawlstore.revisit import RevisitTags, revisit
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 class Tag(RevisitTags):

@@ -17,8 +17,8 @@ from typing import Any
 
 import grpc
 import pytest
+from cli_helpers import COMMAND, export
 from helpers import env_without
-from test_cli import COMMAND, export
 from urlfrontier_helpers import OK, discovered, known
 
 from crawlstore import Store

@@ -12,7 +12,7 @@ CONTRIBUTING, for code in the docs:
   fence (blank lines may separate them). Fragments are compiled, not run, so they stay valid
   Python. Keep them few.
 - A block that only includes a file (``--8<-- "examples/x.py"``, the snippets extension) is
-  that file, which tests/test_examples.py runs with its expected output.
+  that file, which tests/docs/test_examples.py runs with its expected output.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 FRAGMENT = "<!-- fragment -->"
 INCLUDE = re.compile(r'--8<-- "([^"]+)"')
@@ -95,10 +95,10 @@ def test_every_fragment_marker_marks_a_python_block() -> None:
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.name)
 def test_example(block: Block, tmp_path: Path) -> None:
     if block.includes:
-        runner = (ROOT / "tests" / "test_examples.py").read_text()
+        runner = (ROOT / "tests" / "docs" / "test_examples.py").read_text()
         for included in block.includes:
             assert (ROOT / included).is_file(), included
-            assert Path(included).name in runner, f"tests/test_examples.py runs no {included}"
+            assert Path(included).name in runner, f"tests/docs/test_examples.py runs no {included}"
         return
     if block.fragment:
         compile(block.code, block.name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 from urlfrontier_helpers import OK, SKIPPED, Running, batches, discovered, info, known
 
 from crawlstore import ManualClock
@@ -16,7 +17,7 @@ from crawlstore.urlfrontier import urlfrontier_pb2 as pb
 from crawlstore.urlfrontier.service import MAX_GET
 
 NOW = 1_800_000_000.0
-PAGE = (Path(__file__).resolve().parent.parent / "docs" / "urlfrontier.md").read_text()
+PAGE = (ROOT / "docs" / "urlfrontier.md").read_text()
 
 
 def section(title: str) -> str:

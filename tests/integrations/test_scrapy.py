@@ -18,10 +18,12 @@ import pytest
 
 pytest.importorskip("scrapy")
 
+from helpers import TESTS
+
 from crawlstore import Store
 from crawlstore.demo.site import DemoSite
 
-SPIDER = Path(__file__).with_name("scrapy_spider.py")
+SPIDER = TESTS / "scrapy_spider.py"
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from cli_helpers import COMMAND, cli
 from helpers import env_without
-from test_cli import COMMAND, cli
 
 from crawlstore import Store
 from crawlstore.crawler import CrawlOptions, crawl

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ["crawl", "push-each", "push-grouped", "pop-each", "pop-grouped", "seen-1e4",
              "open", "scaling", "seeds", "validators", "scrapy-scheduler", "scrapy-resume",
              "scrapy-crawl", "urlfrontier-put", "urlfrontier-get",
