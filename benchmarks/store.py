@@ -5,8 +5,9 @@ At N seeds (``--store N [N ...]``; 1e5 by default, 1e4 with ``--quick``), side b
 - push through dedup (``store.frontier("fifo").dedup_with(store.seen())``) and pop + ``Done``:
   one operation per transaction (into, or from, a store that holds N seeds) and 1000 per
   transaction (N seeds into an empty store, then all of them out), at durability "safe" and
-  "nosync". The first row of each group is the floor: raw py-lmdb doing the same puts and
-  deletes per transaction with the same environment flags. Beside it, ``SqliteFrontier``.
+  "nosync". The first row of each group is the floor (``contenders.floor.LmdbFloor``): raw
+  py-lmdb doing the same puts and deletes per transaction with the same environment flags.
+  Beside it, the hand-written SQLite frontier (``contenders.sqlite_.SqliteFrontier``).
 - file bytes per URL of the exact seen set and of the persisted Bloom filter;
 - at N > 1e5: the throughput with N seeds queued against 1e5 queued (target: at least 0.70x);
 - opening a store of N seeds (and of 1e6; 1e7 with ``--long``): target under 0.1 s.
@@ -23,15 +24,13 @@ import gc
 import os
 import random
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import lmdb
 import mmh3
@@ -41,19 +40,14 @@ from crawlstore import Done, Fingerprint, Ready, Seed, Store
 from crawlstore.storages._lmdb.backup import copy_compacted
 from crawlstore.storages._lmdb.engine import DATABASES
 
+from .contenders.floor import SEEN_TABLES, FloorSeen, LmdbFloor, used_bytes
+from .contenders.sqlite_ import SqliteFrontier
 from .harness import Result, measure
 
 BATCH = 1000  # operations per transaction in the grouped rows
 SMALL = 100_000  # the queue the scaling rows compare against
 OPEN_EXTRA = 1_000_000  # the open test always covers a store of this many seeds (not --quick)
 OPEN_LONG = 10_000_000  # and, with --long, this many
-FLOOR_MAP = 2**36  # the floor's map: sparse, never grown
-CRAWL = (1).to_bytes(4, "big")  # the floor's crawl id, as the store prefixes its seen keys
-#: Stand-ins for the records the store rewrites at each commit: a crawl's counters, a queue's.
-_FLOOR_COUNTERS = msgpack.packb(dict.fromkeys(["seq", "admitted", "queued", "seen"], 10**6) | {
-    "refused:duplicate": 1, "popped": 0, "in_flight": 0, "done": 0})  # fmt: skip
-_FLOOR_QUEUE = msgpack.packb({"k": "", "n": 10**6, "f": 0, "last": 1.0e9, "blk": 0.0, "d": None,
-                              "cap": None, "rk": bytes(20), "ra": 1.0e9})  # fmt: skip
 
 
 def label(n: int) -> str:
@@ -122,11 +116,6 @@ class Scratch:
         self._root.cleanup()
 
 
-def _lmdb_used(env: lmdb.Environment) -> int:
-    """Bytes of the data file in use, as ``Store.file_size()`` counts them."""
-    return int((env.info()["last_pgno"] + 1) * env.stat()["psize"])
-
-
 def _live_bytes(path: str, name: bytes) -> int:
     """Bytes of the pages that the named database holds in the file at ``path`` (closed)."""
     env = lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=32)
@@ -149,7 +138,7 @@ def _compacted_bytes(path: str, tables: dict[str, dict[str, Any]]) -> int:
                 name: (env.open_db(name.encode(), txn=txn, create=False, **flags), flags)
                 for name, flags in tables.items()
             }
-            copy_compacted(txn, handles, copy, _lmdb_used(env))
+            copy_compacted(txn, handles, copy, used_bytes(env))
         return copy.stat().st_size
     finally:
         env.close()
@@ -159,62 +148,49 @@ def _compacted_bytes(path: str, tables: dict[str, dict[str, Any]]) -> int:
 # -- the frontiers -------------------------------------------------------------------------------
 
 
-class Runner(ABC):
-    """One frontier implementation opened on one file, driven the same way as the others."""
+class Runner(Protocol):
+    """One frontier implementation opened on one file, driven the same way as the others: the
+    shape of a contender's ``push`` and ``pop_report``, over seeds built beforehand.
+    ``contenders.floor.LmdbFloor`` is one as it is."""
 
-    @abstractmethod
-    def push_each(self, seeds: Sequence[Seed]) -> None:
-        """Push every seed through dedup, one transaction each."""
+    def push_seeds(self, seeds: Sequence[Seed], batch: int) -> None:
+        """Push every seed through dedup, ``batch`` to a transaction (1: a commit each)."""
 
-    @abstractmethod
-    def push_grouped(self, seeds: Sequence[Seed]) -> None:
-        """Push every seed through dedup, ``BATCH`` to a transaction."""
+    def pop_report(self, k: int, batch: int) -> None:
+        """Pop a seed and report it done, ``k`` times: with ``batch`` 1 the pop and the report
+        a transaction each, else ``batch`` pairs to a transaction."""
 
-    @abstractmethod
-    def pop_each(self, k: int) -> None:
-        """Pop a seed and report it done, ``k`` times: the pop and the report a txn each."""
-
-    @abstractmethod
-    def pop_grouped(self, k: int) -> None:
-        """Pop a seed and report it done, ``k`` times, ``BATCH`` pairs to a transaction."""
-
-    @abstractmethod
     def held(self) -> int:
         """Seeds queued or in flight."""
 
-    @abstractmethod
     def close(self) -> None: ...
 
 
-class CrawlstoreRunner(Runner):
+class CrawlstoreRunner:
     def __init__(self, path: str, durability: str) -> None:
         self.store = Store.open(path, durability=durability)
         self.frontier = self.store.frontier("fifo").dedup_with(self.store.seen())
 
-    def push_each(self, seeds: Sequence[Seed]) -> None:
-        push = self.frontier.push
-        for seed in seeds:
-            push(seed)
-
-    def push_grouped(self, seeds: Sequence[Seed]) -> None:
+    def push_seeds(self, seeds: Sequence[Seed], batch: int) -> None:
         push, transaction = self.frontier.push, self.store.transaction
-        for i in range(0, len(seeds), BATCH):
+        if batch == 1:
+            for seed in seeds:
+                push(seed)
+            return
+        for i in range(0, len(seeds), batch):
             with transaction():
-                for seed in seeds[i : i + BATCH]:
+                for seed in seeds[i : i + batch]:
                     push(seed)
 
-    def pop_each(self, k: int) -> None:
-        pop, report = self.frontier.pop, self.frontier.report
-        for _ in range(k):
-            popped = pop()
-            if not isinstance(popped, Ready):
-                raise RuntimeError(f"crawlstore popped {popped!r}")
-            report(Done(popped.seed))
-
-    def pop_grouped(self, k: int) -> None:
-        for i in range(0, k, BATCH):
-            with self.store.transaction():
-                self.pop_each(min(BATCH, k - i))
+    def pop_report(self, k: int, batch: int) -> None:
+        pop, report, transaction = self.frontier.pop, self.frontier.report, self.store.transaction
+        for i in range(0, k, batch):
+            with transaction() if batch > 1 else contextlib.nullcontext():
+                for _ in range(min(batch, k - i)):
+                    popped = pop()
+                    if not isinstance(popped, Ready):
+                        raise RuntimeError(f"crawlstore popped {popped!r}")
+                    report(Done(popped.seed))
 
     def held(self) -> int:
         return len(self.frontier)
@@ -226,231 +202,45 @@ class CrawlstoreRunner(Runner):
 class CrawlstoreBatchRunner(CrawlstoreRunner):
     """The same store, grouped through the batch calls: push_many, pop_many + report_many."""
 
-    def push_grouped(self, seeds: Sequence[Seed]) -> None:
+    def push_seeds(self, seeds: Sequence[Seed], batch: int) -> None:
         push_many = self.frontier.push_many
-        for i in range(0, len(seeds), BATCH):
-            push_many(seeds[i : i + BATCH])
+        for i in range(0, len(seeds), batch):
+            push_many(seeds[i : i + batch])
 
-    def pop_grouped(self, k: int) -> None:
+    def pop_report(self, k: int, batch: int) -> None:
         pop_many, report_many = self.frontier.pop_many, self.frontier.report_many
-        for i in range(0, k, BATCH):
+        for i in range(0, k, batch):
             with self.store.transaction():
-                seeds = [ready.seed for ready in pop_many(min(BATCH, k - i))]
+                seeds = [ready.seed for ready in pop_many(min(batch, k - i))]
                 report_many([Done(seed) for seed in seeds])
-            if len(seeds) != min(BATCH, k - i):
+            if len(seeds) != min(batch, k - i):
                 raise RuntimeError(f"crawlstore popped {len(seeds)} seeds")
 
 
-class LmdbFloor(Runner):
-    """The floor: raw py-lmdb doing the number of puts and deletes a transaction of the
-    frontier does, nothing else.
+class SqliteRunner:
+    """``contenders.sqlite_.SqliteFrontier`` keyed by fingerprint, queueing each seed's
+    msgpack record (decoded at each pop), as the floor does."""
 
-    Push: a ``get`` on the seen table, a put into the queue (16-byte big-endian sequence key,
-    msgpack of ``seed.to_record()``), a put into the seen table (crawl id + fingerprint). Pop:
-    cursor first + delete on the queue (and decoding the record), a put into the lease table;
-    report: the delete of that lease. And once a transaction, as the store does, a put of each
-    of two small msgpack records (the crawl's counters, the queue's state) into a fourth table;
-    the floor neither reads nor updates them. Same flags as the store's environment.
-    """
-
-    def __init__(self, path: str, *, sync: bool) -> None:
-        self.env = lmdb.open(
-            path,
-            subdir=False,
-            map_size=FLOOR_MAP,
-            max_dbs=5,
-            sync=sync,
-            metasync=False,
-            max_spare_txns=0,
-            lib_version=0,
-        )
-        self.queue = self.env.open_db(b"queue")
-        self.seen = self.env.open_db(b"seen")
-        self.leases = self.env.open_db(b"leases")
-        self.records = self.env.open_db(b"records")
-        with self.env.begin() as txn:
-            cursor = txn.cursor(db=self.queue)
-            self.seq = int.from_bytes(cursor.key(), "big") if cursor.last() else 0
-
-    def _commit_records(self, txn: lmdb.Transaction) -> None:
-        """The two records the store rewrites at every commit, at their sizes (74 and 82 bytes
-        of msgpack in a small crawl)."""
-        txn.put(CRAWL, _FLOOR_COUNTERS, db=self.records)
-        txn.put(CRAWL + b"\x00\x00\x00\x01", _FLOOR_QUEUE, db=self.records)
-
-    def _push(self, seeds: Sequence[Seed], batch: int) -> None:
-        begin, queue, seen, packb = self.env.begin, self.queue, self.seen, msgpack.packb
-        seq = self.seq
-        for i in range(0, len(seeds), batch):
-            with begin(write=True) as txn:
-                for seed in seeds[i : i + batch]:
-                    key = CRAWL + seed.fingerprint
-                    if txn.get(key, db=seen) is None:
-                        seq += 1
-                        record = packb(seed.to_record(), use_bin_type=True)
-                        txn.put(seq.to_bytes(16, "big"), record, db=queue)
-                        txn.put(key, b"", db=seen)
-                self._commit_records(txn)
-        self.seq = seq
-
-    def push_each(self, seeds: Sequence[Seed]) -> None:
-        self._push(seeds, 1)
-
-    def push_grouped(self, seeds: Sequence[Seed]) -> None:
-        self._push(seeds, BATCH)
-
-    def pop_each(self, k: int) -> None:
-        begin, queue, leases, unpackb = self.env.begin, self.queue, self.leases, msgpack.unpackb
-        for _ in range(k):
-            with begin(write=True) as txn:
-                cursor = txn.cursor(db=queue)
-                if not cursor.first():
-                    raise RuntimeError("the floor's queue is empty")
-                key, value = cursor.item()
-                unpackb(value)
-                cursor.delete()
-                txn.put(key, value, db=leases)
-                self._commit_records(txn)
-            with begin(write=True) as txn:
-                txn.delete(key, db=leases)
-                self._commit_records(txn)
-
-    def pop_grouped(self, k: int) -> None:
-        begin, queue, leases, unpackb = self.env.begin, self.queue, self.leases, msgpack.unpackb
-        for i in range(0, k, BATCH):
-            with begin(write=True) as txn:
-                cursor = txn.cursor(db=queue)
-                for _ in range(min(BATCH, k - i)):
-                    if not cursor.first():
-                        raise RuntimeError("the floor's queue is empty")
-                    key, value = cursor.item()
-                    unpackb(value)
-                    cursor.delete()
-                    txn.put(key, value, db=leases)
-                    txn.delete(key, db=leases)
-                self._commit_records(txn)
-
-    def held(self) -> int:
-        with self.env.begin() as txn:
-            return int(txn.stat(self.queue)["entries"] + txn.stat(self.leases)["entries"])
-
-    def close(self) -> None:
-        self.env.close()
-
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS queue (seq INTEGER PRIMARY KEY, fp BLOB NOT NULL, record BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS seen (fp BLOB PRIMARY KEY) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS leases (
-    fp BLOB NOT NULL, seq INTEGER NOT NULL, record BLOB NOT NULL, PRIMARY KEY (fp, seq)
-) WITHOUT ROWID;
-"""
-
-
-class SqliteFrontier:
-    """The same FIFO frontier with dedup and leases in sqlite3, done with care.
-
-    WAL; one connection in autocommit mode with explicit ``BEGIN IMMEDIATE`` transactions
-    (nested use joins the outer one, as in crawlstore); cached statements; a 64 MiB page cache.
-    The queue is ordered by its rowid (``seq INTEGER PRIMARY KEY``); the seen set and the
-    leases are ``WITHOUT ROWID`` tables keyed by fingerprint. ``synchronous``: ``"NORMAL"``
-    (no fsync per commit in WAL mode, only at checkpoints) or ``"FULL"`` (the WAL is fsynced
-    at every commit).
-    """
-
-    def __init__(self, path: str, synchronous: str = "NORMAL") -> None:
-        if synchronous not in ("NORMAL", "FULL"):
-            raise ValueError(f"synchronous must be NORMAL or FULL: {synchronous!r}")
-        self.db = sqlite3.connect(path, isolation_level=None, cached_statements=32)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(f"PRAGMA synchronous={synchronous}")
-        self.db.execute("PRAGMA cache_size=-65536")
-        self.db.executescript(_SCHEMA)
-        self._open = False
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One atomic step; nested use joins the outer one."""
-        if self._open:
-            yield
-            return
-        self.db.execute("BEGIN IMMEDIATE")
-        self._open = True
-        try:
-            yield
-        except BaseException:
-            self._open = False
-            self.db.execute("ROLLBACK")
-            raise
-        self._open = False
-        self.db.execute("COMMIT")
-
-    def push(self, fp: bytes, record: bytes) -> bool:
-        """Queue a seed unless its fingerprint was seen, and record the fingerprint."""
-        with self.transaction():
-            execute = self.db.execute
-            if execute("SELECT 1 FROM seen WHERE fp = ?", (fp,)).fetchone() is not None:
-                return False
-            execute("INSERT INTO queue (fp, record) VALUES (?, ?)", (fp, record))
-            execute("INSERT INTO seen (fp) VALUES (?)", (fp,))
-            return True
-
-    def pop(self) -> tuple[bytes, bytes] | None:
-        """The oldest queued seed, now leased, as (fingerprint, record); None when empty."""
-        with self.transaction():
-            execute = self.db.execute
-            # the smallest seq: one step down the rowid B-tree
-            row = execute("SELECT seq, fp, record FROM queue ORDER BY seq LIMIT 1").fetchone()
-            if row is None:
-                return None
-            seq, fp, record = row
-            execute("DELETE FROM queue WHERE seq = ?", (seq,))
-            execute("INSERT INTO leases (fp, seq, record) VALUES (?, ?, ?)", (fp, seq, record))
-            return fp, record
-
-    def report(self, fp: bytes) -> None:
-        """The seed's fetch ended: drop its lease."""
-        with self.transaction():
-            if self.db.execute("DELETE FROM leases WHERE fp = ?", (fp,)).rowcount < 1:
-                raise LookupError(f"not in flight: {fp.hex()}")
-
-    def __len__(self) -> int:
-        row = self.db.execute(
-            "SELECT (SELECT count(*) FROM queue) + (SELECT count(*) FROM leases)"
-        ).fetchone()
-        return int(row[0])
-
-    def close(self) -> None:
-        self.db.close()
-
-
-class SqliteRunner(Runner):
     def __init__(self, path: str, synchronous: str) -> None:
         self.frontier = SqliteFrontier(path, synchronous)
 
-    def push_each(self, seeds: Sequence[Seed]) -> None:
-        push, packb = self.frontier.push, msgpack.packb
-        for seed in seeds:
-            push(seed.fingerprint, packb(seed.to_record(), use_bin_type=True))
+    def push_seeds(self, seeds: Sequence[Seed], batch: int) -> None:
+        push, packb, transaction = self.frontier.push, msgpack.packb, self.frontier.transaction
+        for i in range(0, len(seeds), batch):
+            with transaction():
+                for seed in seeds[i : i + batch]:
+                    push(seed.fingerprint, packb(seed.to_record(), use_bin_type=True))
 
-    def push_grouped(self, seeds: Sequence[Seed]) -> None:
-        for i in range(0, len(seeds), BATCH):
-            with self.frontier.transaction():
-                self.push_each(seeds[i : i + BATCH])
-
-    def pop_each(self, k: int) -> None:
-        pop, report, unpackb = self.frontier.pop, self.frontier.report, msgpack.unpackb
-        for _ in range(k):
-            popped = pop()
-            if popped is None:
-                raise RuntimeError("the sqlite queue is empty")
-            unpackb(popped[1])
-            report(popped[0])
-
-    def pop_grouped(self, k: int) -> None:
-        for i in range(0, k, BATCH):
-            with self.frontier.transaction():
-                self.pop_each(min(BATCH, k - i))
+    def pop_report(self, k: int, batch: int) -> None:
+        f, unpackb = self.frontier, msgpack.unpackb
+        for i in range(0, k, batch):  # batch 1: the pop and the report a transaction each
+            with f.transaction() if batch > 1 else contextlib.nullcontext():
+                for _ in range(min(batch, k - i)):
+                    popped = f.pop()
+                    if popped is None:
+                        raise RuntimeError("the sqlite queue is empty")
+                    unpackb(popped[1])
+                    f.report(popped[0])
 
     def held(self) -> int:
         return len(self.frontier)
@@ -568,12 +358,12 @@ def _cycle(subject: Subject, seeds: Sequence[Seed], scratch: Scratch, plan: Plan
         try:
             gc.collect()
             start = time.perf_counter()
-            runner.push_grouped(seeds)
+            runner.push_seeds(seeds, BATCH)
             best_push = min(best_push, time.perf_counter() - start)
             _expect(runner, n, subject.name)
             gc.collect()
             start = time.perf_counter()
-            runner.pop_grouped(n)
+            runner.pop_report(n, BATCH)
             best_pop = min(best_pop, time.perf_counter() - start)
             _expect(runner, 0, subject.name)
         finally:
@@ -602,7 +392,7 @@ def _prefill(subject: Subject, seeds: Sequence[Seed], scratch: Scratch) -> str:
     path = scratch.path(subject.file)
     runner = subject.open(path)
     try:
-        runner.push_grouped(seeds)
+        runner.push_seeds(seeds, BATCH)
         _expect(runner, len(seeds), subject.name)
     finally:
         runner.close()
@@ -623,7 +413,7 @@ def _each(
             _group(size, PUSH, EACH, group),
             subject.name,
             ops,
-            lambda: runner.push_each(next(batches)),
+            lambda: runner.push_seeds(next(batches), 1),
             repeat=plan.repeat,
             note=f"1 push/txn into {label(held)} queued; {note}",
         )
@@ -631,7 +421,7 @@ def _each(
             _group(size, POP, EACH, group),
             subject.name,
             ops,
-            lambda: runner.pop_each(ops),
+            lambda: runner.pop_report(ops, 1),
             repeat=plan.repeat,
             note=f"pop and report a txn each, from {label(held)} queued; {note}",
         )
@@ -680,68 +470,31 @@ def _scale_row(
     name = f"{'raw py-lmdb floor' if kind else 'crawlstore'}, {queued} queued"
     target = "; target >= 0.70x" if not kind and queued != label(SMALL) else ""
     note = f"{grouping} into/from {queued} queued; best of {plan.repeat}{target}"
+    batch = BATCH if grouping == GROUPED else 1
     if workload == PUSH:
         batches = iter([source.take(ops) for _ in range(plan.repeat)])
-        push = runner.push_grouped if grouping == GROUPED else runner.push_each
-        return measure(group, name, ops, lambda: push(next(batches)), repeat=plan.repeat, note=note)
-    pop = runner.pop_grouped if grouping == GROUPED else runner.pop_each
-    return measure(group, name, ops, lambda: pop(ops), repeat=plan.repeat, note=note)
+        return measure(group, name, ops, lambda: runner.push_seeds(next(batches), batch),
+                       repeat=plan.repeat, note=note)  # fmt: skip
+    return measure(group, name, ops, lambda: runner.pop_report(ops, batch), repeat=plan.repeat,
+                   note=note)  # fmt: skip
 
 
 # -- seen sets -----------------------------------------------------------------------------------
 
 
-class SeenFile(ABC):
-    """A seen set in a new file: fingerprints go in BATCH to a transaction."""
+class SeenFile(Protocol):
+    """A seen set in a new file: ``contenders.floor.FloorSeen``, or ``StoreSeenFile``."""
 
-    @abstractmethod
-    def insert(self, fps: Sequence[bytes]) -> None: ...
+    def insert(self, fps: Sequence[bytes], batch: int) -> None:
+        """Each fingerprint, ``batch`` to a transaction."""
 
-    @abstractmethod
     def grown(self) -> int:
         """Bytes the file grew by since the set was created."""
 
-    @abstractmethod
     def close(self) -> None: ...
 
 
-#: The floor's seen-set file: one table, laid out as ``store.seen()`` lays out its own.
-SEEN_TABLES = {"seen": DATABASES["seen"]}
-
-
-class FloorSeen(SeenFile):
-    """The floor: the layout of ``store.seen()`` (sorted 16-byte duplicates under the crawl's
-    key) in raw py-lmdb, with the store's flags."""
-
-    def __init__(self, path: str) -> None:
-        self.env = lmdb.open(
-            path,
-            subdir=False,
-            map_size=FLOOR_MAP,
-            max_dbs=4,
-            sync=True,
-            metasync=False,
-            max_spare_txns=0,
-            lib_version=0,
-        )
-        self.db = self.env.open_db(b"seen", **SEEN_TABLES["seen"])
-        self.before = _lmdb_used(self.env)
-
-    def insert(self, fps: Sequence[bytes]) -> None:
-        begin, db = self.env.begin, self.db
-        for i in range(0, len(fps), BATCH):
-            with begin(write=True) as txn:
-                for fp in fps[i : i + BATCH]:
-                    txn.put(CRAWL, fp, db=db, dupdata=False)
-
-    def grown(self) -> int:
-        return _lmdb_used(self.env) - self.before
-
-    def close(self) -> None:
-        self.env.close()
-
-
-class StoreSeenFile(SeenFile):
+class StoreSeenFile:
     """``store.seen()``, or ``store.seen(bloom=...)``, of a new store (durability "safe")."""
 
     def __init__(self, path: str, bloom: tuple[int, float] | None) -> None:
@@ -749,11 +502,11 @@ class StoreSeenFile(SeenFile):
         self.seen = self.store.seen(bloom=bloom)
         self.before = self.store.file_size()
 
-    def insert(self, fps: Sequence[bytes]) -> None:
+    def insert(self, fps: Sequence[bytes], batch: int) -> None:
         add, transaction = self.seen.insert, self.store.transaction
-        for i in range(0, len(fps), BATCH):
+        for i in range(0, len(fps), batch):
             with transaction():
-                for fp in fps[i : i + BATCH]:
+                for fp in fps[i : i + batch]:
                     add(fp)
 
     def grown(self) -> int:
@@ -779,7 +532,7 @@ class _SeenRun:
 
     def run(self, fps: Sequence[bytes]) -> None:
         assert self.file is not None
-        self.file.insert(fps)
+        self.file.insert(fps, BATCH)
         self.grown = self.file.grown()
 
     def drop(self) -> None:

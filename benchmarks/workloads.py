@@ -18,6 +18,7 @@ from crawlstore import BloomSeen, Fingerprint, InMemSeen, InMemValidators, Seed,
 from . import crash
 from .contenders import Contender, crawl_contenders
 from .contenders.crawlstore_ import NOSYNC, SAFE, STORE_FILE, StoreByHand, StoreNosync, StoreSafe
+from .contenders.sqlite_ import DB_FILE, SqliteFrontier
 from .links import START, Links, start_urls, url
 from .suite import Plan, Progress, Row, Scratch, Table, alternate, timed
 
@@ -410,14 +411,11 @@ def _fill_store(path: str, n: int) -> None:
 
 
 def _fill_sqlite(path: str, n: int) -> None:
-    from .contenders.sqlite_ import UrlFrontier
-
-    f = UrlFrontier(path, "NORMAL")
+    """The SQLite contender's file with ``n`` URLs queued (and seen), in one transaction."""
+    f = SqliteFrontier(path, "NORMAL")
     with f.transaction():
         for start in range(0, n, 100_000):
-            urls = [(url(i),) for i in range(start, min(n, start + 100_000))]
-            f.db.executemany("INSERT INTO seen (url) VALUES (?)", urls)
-            f.db.executemany("INSERT INTO queue (url) VALUES (?)", urls)
+            f.fill([(u, u) for u in map(url, range(start, min(n, start + 100_000)))])
     f.close()
 
 
@@ -425,12 +423,10 @@ def open_time(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) ->
     t = Table("open", "Open a store and pop its first seed, against the store's size", "open",
               f"sqlite-{label(plan.open_sizes[0])}")  # fmt: skip
     progress.start("open + first pop", len(plan.open_sizes) * (2 * plan.heavy_rounds + 2))
-    from .contenders.sqlite_ import UrlFrontier
-
     for n in plan.open_sizes:
         with scratch.dir() as path:
             store_file = os.path.join(path, STORE_FILE)
-            sqlite_file = os.path.join(path, "frontier.sqlite")
+            sqlite_file = os.path.join(path, DB_FILE)
             started = time.perf_counter()
             _fill_store(store_file, n)
             fill_seconds = time.perf_counter() - started
@@ -460,7 +456,7 @@ def open_time(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) ->
                 else:
 
                     def go() -> None:
-                        f = UrlFrontier(sqlite_file, "NORMAL")
+                        f = SqliteFrontier(sqlite_file, "NORMAL")
                         opened.append(f)
                         f.pop()
 
