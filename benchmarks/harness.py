@@ -1,4 +1,8 @@
-"""A tiny timing harness: best of N runs, per-operation microseconds, ratios against a baseline."""
+"""The benchmarks' timing harness: one timed run (``timed``), the best of N (``measure``),
+per-operation microseconds, a markdown table with ratios against a baseline (``table``), and
+sizes as the tables name them (``label``). ``python -m benchmarks`` takes medians of
+``timed`` runs over alternating rounds (``suite.alternate``); the older benchmarks, the best of
+``measure``."""
 
 from __future__ import annotations
 
@@ -21,6 +25,20 @@ class Result:
         return self.seconds / self.ops * 1e6
 
 
+def timed(run: Callable[[], object]) -> float:
+    """Seconds ``run`` takes, after a full collection."""
+    gc.collect()
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def label(n: int) -> str:
+    """``1e5`` for a power of ten, else the number with separators."""
+    exp = len(str(n)) - 1
+    return f"1e{exp}" if n == 10**exp else f"{n:,}"
+
+
 def measure(group: str, name: str, ops: int, run: Callable[[], object], *, repeat: int = 3,
             setup: Callable[[], object] | None = None, note: str = "") -> Result:  # fmt: skip
     """Best of ``repeat`` runs of ``run`` (``setup`` runs untimed before each)."""
@@ -28,10 +46,7 @@ def measure(group: str, name: str, ops: int, run: Callable[[], object], *, repea
     for _ in range(repeat):
         if setup is not None:
             setup()
-        gc.collect()
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, timed(run))
     return Result(group, name, ops, best, note)
 
 

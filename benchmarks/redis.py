@@ -42,7 +42,8 @@ import msgpack
 
 from crawlstore import Done, Seed, Store
 
-from .suite import Plan, Progress, Row, Table, alternate, timed
+from .harness import timed
+from .suite import Plan, Progress, Row, Table, alternate
 
 _T = TypeVar("_T")
 BATCH = 256  # seeds a push_many, requests a pipeline, seeds a pop_many

@@ -23,9 +23,7 @@ import functools
 import gc
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,18 +40,13 @@ from crawlstore.storages._lmdb.engine import DATABASES
 
 from .contenders.floor import SEEN_TABLES, FloorSeen, LmdbFloor, used_bytes
 from .contenders.sqlite_ import SqliteFrontier
-from .harness import Result, measure
+from .harness import Result, label, measure, timed
+from .suite import Scratch
 
 BATCH = 1000  # operations per transaction in the grouped rows
 SMALL = 100_000  # the queue the scaling rows compare against
 OPEN_EXTRA = 1_000_000  # the open test always covers a store of this many seeds (not --quick)
 OPEN_LONG = 10_000_000  # and, with --long, this many
-
-
-def label(n: int) -> str:
-    """``1e5`` for a power of ten, else the number with separators."""
-    exp = len(str(n)) - 1
-    return f"1e{exp}" if n == 10**exp else f"{n:,}"
 
 
 @dataclass(frozen=True)
@@ -97,23 +90,6 @@ class SeedSource:
             seeds.append(Seed.get(url))
         gc.freeze()  # the benchmark's own inputs stay out of the collector's full passes
         return seeds
-
-
-class Scratch:
-    """Temporary files on the normal disk, each in a directory of its own."""
-
-    def __init__(self) -> None:
-        self._root = tempfile.TemporaryDirectory(prefix="crawlstore-bench-")
-
-    def path(self, name: str) -> str:
-        return os.path.join(tempfile.mkdtemp(dir=self._root.name), name)
-
-    @staticmethod
-    def drop(path: str) -> None:
-        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-
-    def close(self) -> None:
-        self._root.cleanup()
 
 
 def _live_bytes(path: str, name: bytes) -> int:
@@ -356,15 +332,9 @@ def _cycle(subject: Subject, seeds: Sequence[Seed], scratch: Scratch, plan: Plan
         path = scratch.path(subject.file)
         runner = subject.open(path)
         try:
-            gc.collect()
-            start = time.perf_counter()
-            runner.push_seeds(seeds, BATCH)
-            best_push = min(best_push, time.perf_counter() - start)
+            best_push = min(best_push, timed(functools.partial(runner.push_seeds, seeds, BATCH)))
             _expect(runner, n, subject.name)
-            gc.collect()
-            start = time.perf_counter()
-            runner.pop_report(n, BATCH)
-            best_pop = min(best_pop, time.perf_counter() - start)
+            best_pop = min(best_pop, timed(functools.partial(runner.pop_report, n, BATCH)))
             _expect(runner, 0, subject.name)
         finally:
             runner.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import gc
 import importlib.metadata
 import json
 import os
@@ -121,6 +120,15 @@ class Scratch:
     def fresh(self) -> str:
         return tempfile.mkdtemp(dir=self.root)
 
+    def path(self, name: str) -> str:
+        """A file's path, ``name`` in a fresh directory of its own (``drop`` removes both)."""
+        return os.path.join(self.fresh(), name)
+
+    @staticmethod
+    def drop(path: str) -> None:
+        """Remove the file at ``path`` and its directory (one of ``path``'s)."""
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
     @contextlib.contextmanager
     def dir(self) -> Iterator[str]:
         path = self.fresh()
@@ -131,14 +139,6 @@ class Scratch:
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def timed(run: Callable[[], object]) -> float:
-    """Seconds ``run`` takes, after a full collection."""
-    gc.collect()
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
 
 
 def alternate(

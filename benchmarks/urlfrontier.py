@@ -16,7 +16,8 @@ from typing import Any
 
 from crawlstore import Store
 
-from .suite import ROOT, Plan, Progress, Row, Scratch, Table, alternate, timed
+from .harness import timed
+from .suite import ROOT, Plan, Progress, Row, Scratch, Table, alternate
 
 HOSTS = 1000  # of the URLs put
 BATCH = 256  # URLs a PutDiscovered batch, and a push_many of the in-process baselines

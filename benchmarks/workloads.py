@@ -7,6 +7,7 @@ import os
 import random
 import shutil
 import sqlite3
+import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -19,8 +20,9 @@ from . import crash
 from .contenders import Contender, crawl_contenders
 from .contenders.crawlstore_ import NOSYNC, SAFE, STORE_FILE, StoreByHand, StoreNosync, StoreSafe
 from .contenders.sqlite_ import DB_FILE, SqliteFrontier
+from .harness import label, timed
 from .links import START, Links, start_urls, url
-from .suite import Plan, Progress, Row, Scratch, Table, alternate, timed
+from .suite import Plan, Progress, Row, Scratch, Table, alternate
 
 GROUP = 1000  # operations a commit in the grouped rows and the seen sets
 
@@ -31,11 +33,6 @@ class Context:
 
     crash: dict[str, str] = field(default_factory=dict)
     probes: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def label(n: int) -> str:
-    exp = len(str(n)) - 1
-    return f"1e{exp}" if n == 10**exp else f"{n:,}"
 
 
 def _row(cls: type[Contender], ctx: Context, **kwargs: Any) -> Row:
@@ -286,7 +283,7 @@ def seen_sets(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) ->
             if not row.key.startswith("store"):
                 row.extra["bytes/URL at rest"] += " (memory)"
             if row.per_op:
-                last_time[row.key] = (n, statistics_median(row.times))
+                last_time[row.key] = (n, statistics.median(row.times))
             progress.advance()
         t.notes += [
             f"Fingerprints: 16 random bytes (deterministic); store rows: {GROUP} inserts a "
@@ -300,12 +297,6 @@ def seen_sets(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) ->
         del fps
         gc.collect()
     return tables
-
-
-def statistics_median(values: list[float]) -> float:
-    import statistics
-
-    return statistics.median(values)
 
 
 def _memory_bytes(key: str, fps: list[Fingerprint]) -> float:
