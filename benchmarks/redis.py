@@ -1,6 +1,6 @@
 """The ``redis`` workload: crawlstore's store on Redis against the scrapy-redis layout doing the
 same work on the same servers, a standalone ``redis-server`` and a cluster of 3 masters and 3
-replicas, both started here (``tests/redis_servers.py``). Four tables: ``redis-push`` (new
+replicas, both started here (``benchmarks/servers.py``). Four tables: ``redis-push`` (new
 seeds in batches), ``redis-pop`` (popped in batches, each reported Done), ``redis-spread``
 (keys, memory and commands on each master of the cluster) and ``redis-memory`` (bytes of
 ``used_memory`` a queued, a crawled and a seen URL).
@@ -43,6 +43,7 @@ import msgpack
 from crawlstore import Done, Seed, Store
 
 from .harness import timed
+from .servers import Cluster, Node, free_ports, server_binary
 from .suite import Plan, Progress, Row, Table, alternate
 
 _T = TypeVar("_T")
@@ -150,8 +151,6 @@ class Servers:
         except ImportError:
             self.why = dict.fromkeys(("standalone", "cluster"), "skipped: redis-py not installed")
             return
-        from tests.redis_servers import Cluster, Node, free_ports, server_binary
-
         binary = server_binary(self.run_dir)
         if binary is None:
             self.why = dict.fromkeys(("standalone", "cluster"), "skipped: no redis-server")
