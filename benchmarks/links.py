@@ -29,17 +29,11 @@ def page_links(page: int, start: int = START) -> list[str]:
     return links
 
 
-def page_of(n: int, start: int = START) -> int:
-    """The page that pushed URL number ``n`` first (-1: a start URL)."""
-    return -1 if n < start else (n - start) // NEW
-
-
 class Links:
     """``links_of(page)`` from a precomputed list, so that building the strings stays out of
     the timed loop (the contenders build their request objects from them inside it)."""
 
     def __init__(self, pages: int, start: int = START) -> None:
-        self.start = start
         self.pages = [page_links(i, start) for i in range(pages)]
 
     def __call__(self, page: int) -> list[str]:

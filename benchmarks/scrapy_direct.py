@@ -27,7 +27,6 @@ class NewLinks(Links):
     built before the timed loop."""
 
     def __init__(self, pages: int) -> None:
-        self.start = START
         self.pages = [[url(START + LINKS * i + k) for k in range(LINKS)] for i in range(pages)]
 
 

@@ -152,7 +152,6 @@ def push_pop(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> 
     tables = []
     for what in ("push", "pop"):
         for grouped in (False, True):
-            batch = GROUP if grouped else 1
             name = "push through dedup" if what == "push" else "pop + report done"
             t = Table(
                 f"{what}-{'grouped' if grouped else 'each'}",
@@ -211,11 +210,13 @@ def _fps(n: int, salt: int) -> list[Fingerprint]:
     return [Fingerprint(rng.randbytes(16)) for _ in range(n)]
 
 
+@dataclass(frozen=True)
 class _Seen:
-    """One seen-set contender: ``make(path, n)`` -> (check+add callable, closer)."""
+    """One seen-set contender (``_seen_run`` runs it by its key)."""
 
-    def __init__(self, key: str, lbl: str, persisted: bool, bloom: bool) -> None:
-        self.key, self.label, self.persisted, self.bloom = key, lbl, persisted, bloom
+    key: str
+    label: str
+    persisted: bool
 
 
 def _rbloom(n: int) -> Any:
@@ -226,12 +227,12 @@ def _rbloom(n: int) -> Any:
 
 def seen_sets(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
     specs = [
-        _Seen("set", "Python set of 16-byte fingerprints", False, False),
-        _Seen("store-seen", 'crawlstore store.seen() (exact, in the store, "safe")', True, False),
-        _Seen("store-bloom", "crawlstore store.seen(bloom=(n, 0.01))", True, True),
-        _Seen("inmem-seen", "crawlstore InMemSeen", False, False),
-        _Seen("bloom-seen", "crawlstore BloomSeen(n, 0.01)", False, True),
-        _Seen("rbloom", "rbloom.Bloom(n, 0.01), hash: the fingerprint's 128 bits", False, True),
+        _Seen("set", "Python set of 16-byte fingerprints", False),
+        _Seen("store-seen", 'crawlstore store.seen() (exact, in the store, "safe")', True),
+        _Seen("store-bloom", "crawlstore store.seen(bloom=(n, 0.01))", True),
+        _Seen("inmem-seen", "crawlstore InMemSeen", False),
+        _Seen("bloom-seen", "crawlstore BloomSeen(n, 0.01)", False),
+        _Seen("rbloom", "rbloom.Bloom(n, 0.01), hash: the fingerprint's 128 bits", False),
     ]
     have_rbloom = True
     try:

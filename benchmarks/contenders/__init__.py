@@ -86,9 +86,6 @@ class Contender:
         return [name for name in cls.requires if importlib.util.find_spec(name) is None]
 
 
-Factory = Callable[[], Contender]
-
-
 def _registry() -> list[type[Contender]]:
     from . import crawlstore_, floor, others, scrapy_, sqlite_
 

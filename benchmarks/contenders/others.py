@@ -177,8 +177,7 @@ class DiskcacheCrawler(Contender):
             popleft()
 
     def close(self) -> None:
-        self.q.directory  # noqa: B018  (Deque has no close of its own; its cache does)
-        self.q._cache.close()
+        self.q._cache.close()  # Deque has no close of its own; its cache does
         self.seen.cache.close()
 
     def recover(self, path: str) -> Recovered:
