@@ -87,7 +87,7 @@ class LmdbFloor:
         record = msgpack.unpackb(value)
         cursor.delete()
         txn.put(key, value, db=self.leases)
-        return key, record
+        return key, record  # type: ignore[return-value]  # bytes: the env has no buffers=True
 
     def release(self, txn: lmdb.Transaction, key: bytes) -> None:
         """A leased seed's report: its lease dropped."""
