@@ -5,8 +5,12 @@ A contender is made fresh for each timed run (``make()``), then driven as
 ``push`` and ``pop_report`` serve the push-only and pop+report-only workloads; ``recover``
 serves the crash probe (it runs in a fresh process, on the directory a killed child left).
 
-Registering a contender is a line in ``CRAWL_CONTENDERS`` (or ``GROUP_COMMIT_CONTENDERS``,
-the place kept for the group-commit API: ``frontier.worker()`` with pages in flight).
+Registering a contender is a line in ``_registry`` (or in ``GROUP_COMMIT_CONTENDERS``, the
+place kept for the group-commit API: ``frontier.worker()`` with pages in flight).
+
+The hand-written frontiers the contenders drive are here too, their one copy in the
+benchmarks: ``floor.LmdbFloor`` and ``floor.FloorSeen`` (raw py-lmdb) and
+``sqlite_.SqliteFrontier``; ``benchmarks.store`` and the suite's workloads import them.
 """
 
 from __future__ import annotations
