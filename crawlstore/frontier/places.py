@@ -3,12 +3,17 @@ listings and its exports."""
 
 from __future__ import annotations
 
+import functools
+
 from ..seed import Seed
 from .spi import Entry, QueueRecord
 
 __all__ = ["finished_count", "place_sequence", "queue_place"]
 
 _PRIORITY_TOP = 2**31 - 1
+#: ``Entry((rank, cls, seq))`` without the Python-level ``__new__`` of a named tuple: a push
+#: makes one.
+_entry = functools.partial(tuple.__new__, Entry)
 _U64_MAX = 2**64 - 1
 
 
@@ -22,7 +27,7 @@ def queue_place(order: str, seed: Seed, cls: int, seq: int) -> Entry:
     """Where a seed goes in its queue: rank (its priority, in a priority crawl), class (0:
     coming back, ahead of pushed seeds of its rank), sequence."""
     rank = _PRIORITY_TOP - seed.priority if order == "priority" else 0
-    return Entry(rank, cls, place_sequence(order, cls, seq))
+    return _entry((rank, cls, place_sequence(order, cls, seq)))
 
 
 def finished_count(q: QueueRecord) -> int:

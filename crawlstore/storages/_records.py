@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -40,11 +41,7 @@ _as = tuple.__new__
 
 #: One packer for every record (making one a call costs more than packing a small record).
 #: It calls no Python code, so a pack runs whole under the GIL: threads may share it.
-_PACK = msgpack.Packer(use_bin_type=True).pack
-
-
-def pack(value: Any) -> bytes:
-    return _PACK(value)  # type: ignore[no-any-return]
+pack: Callable[[Any], bytes] = msgpack.Packer(use_bin_type=True).pack
 
 
 def unpack(table: str, key: bytes | memoryview, raw: bytes | memoryview | None) -> Any:

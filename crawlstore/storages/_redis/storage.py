@@ -42,7 +42,7 @@ from ...frontier.spi import (
     UrlRecord,
 )
 from ...url import FINGERPRINT_VERSION, Fingerprint
-from .._records import ORDER, decode_url, encode_url, ms_up
+from .._records import ORDER, decode_url, encode_url, ms_up, pack
 from .file import NoFile
 from .keys import (
     CRAWLS,
@@ -84,7 +84,6 @@ FORMAT_VERSION = 1
 _U64 = struct.Struct(">Q")
 _AT = struct.Struct(">d")
 _FIRST = b"\x00" * 8
-_PACK = msgpack.Packer(use_bin_type=True).pack
 
 
 def _unpack(raw: bytes) -> Any:
@@ -287,7 +286,7 @@ class RedisStorage:
         return Defaults.from_record(_unpack(raw)) if raw is not None else DEFAULTS
 
     def save_defaults(self, defaults: Defaults) -> None:
-        self.unit().hset(self.tag + META, b"defaults", _PACK(defaults.to_record()))
+        self.unit().hset(self.tag + META, b"defaults", pack(defaults.to_record()))
 
     def crawl(self, name: str) -> CrawlRecord | None:
         raw = self.unit().hget(self.tag + CRAWLS, name.encode())
@@ -314,7 +313,7 @@ class RedisStorage:
                 u.hset(meta, b"crawl_ids", b"%d" % cid)
                 crawl.ref = (cid, b"{" + self.ns + b":%d}" % cid)
         record = [crawl.ref[0], crawl.policy.to_record(), crawl.created, crawl.settled]
-        u.hset(self.tag + CRAWLS, crawl.name.encode(), _PACK(record))
+        u.hset(self.tag + CRAWLS, crawl.name.encode(), pack(record))
 
     def crawls(self) -> list[str]:
         return sorted(k.decode() for k in self.unit().hgetall(self.tag + CRAWLS))
@@ -449,7 +448,7 @@ class RedisStorage:
         queue.event = event
         queue.ref = member
         u.hset(self._queue_bucket(crawl, queue.key) + QUEUES, raw_key,
-               _PACK([*queue.to_record(), member]))  # fmt: skip
+               pack([*queue.to_record(), member]))  # fmt: skip
 
     def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
         start = after.encode("utf-8", "surrogatepass") if after is not None else None
@@ -530,7 +529,7 @@ class RedisStorage:
         )
 
     def _put_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
-        record = _PACK([lease.fp, lease.expires, *lease.owner, lease.queue])  # as _lease reads it
+        record = pack([lease.fp, lease.expires, *lease.owner, lease.queue])  # as _lease reads it
         self.unit().hset(self._queue_bucket(crawl, lease.queue) + LEASES, lease.token, record)
 
     def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
