@@ -83,8 +83,9 @@ class _Seen(_CrawlView):
 
     def insert_many(self, fps: Sequence[bytes]) -> int:
         """Record each fingerprint, in one write; how many were not seen before."""
-        for fp in fps:
-            _check(fp)
+        if not all(isinstance(fp, bytes) and len(fp) == 16 for fp in fps):
+            for fp in fps:
+                _check(fp)  # raises, naming the first that is not a fingerprint
         return self._storage.run(lambda: self._insert(fps)) if fps else 0
 
     def _insert(self, fps: Sequence[bytes]) -> int:
