@@ -1,4 +1,5 @@
-"""Fixed-width big-endian key parts: memcmp order is the order crawlstore needs."""
+"""The key table of a store file: fixed-width big-endian key parts (memcmp order is the order
+crawlstore needs), and where each part of each table's keys is."""
 
 from __future__ import annotations
 
