@@ -118,9 +118,12 @@ def _check_here(image: Image, acked: list[dict[str, Any]], work: Path) -> dict[s
     from ..storages import verify
 
     path = work / f"image-{os.getpid()}.lmdb"
-    path.write_bytes(image.data)
+    problems: list[str] = []
+    if image.data is not None:  # None: no file, and opening makes a new store
+        path.write_bytes(image.data)
     try:
-        problems = verify(path, isolated=False)
+        if image.data is not None:
+            problems = verify(path, isolated=False)
         with Store.open(path, durability="nosync") as store:
             frontier = store.frontier()
             validators = store.validators()

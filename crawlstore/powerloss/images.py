@@ -12,7 +12,9 @@ The model (the page cache of one file, as ALICE and CrashMonkey model it):
   (4096 bytes); a write that reached it wins over an older one of the same page, as the page
   cache holds only the newest. A sample of images tears one page instead: only some of its
   512-byte sectors reached the disk.
-- Truncates take effect at once.
+- Truncates take effect at once. A name a ``link`` or ``rename`` made, or that the first open
+  of a file created, survives once its directory is synced (or, for a created file, once the
+  file is).
 
 A crash point is a moment just before a barrier of the store file (and the end of the record):
 any crash between two barriers leaves an image that a crash just before the second could also
@@ -27,7 +29,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .record import OPEN, SYNC, TRUNC, WRITE, Op
+from .record import LINK, OPEN, RENAME, SYNC, TRUNC, WRITE, Op
 
 __all__ = ["PAGE", "SECTOR", "Image", "images"]
 
@@ -39,11 +41,12 @@ SECTOR = 512
 class Image:
     """One state the store file could be left in: after ``ops`` calls of the record (the
     acknowledgements made before them count), which of the pending writes it holds (``label``:
-    ``all``, ``none``, ``prefix N/M``, ``subset``, ``torn``), and the file's bytes."""
+    ``all``, ``none``, ``prefix N/M``, ``subset``, ``torn``, ``no file``), and the file's
+    bytes (None: there is no file)."""
 
     ops: int
     label: str
-    data: bytes
+    data: bytes | None
 
 
 @dataclass(slots=True)
@@ -97,13 +100,101 @@ def images(
 ) -> Iterator[Image]:
     """The crash images of the file at ``path`` from the record ``ops``: at each crash point,
     all, none, up to ``prefixes`` prefixes (evenly spread when there are more), ``subsets``
-    random subsets and ``torn`` torn pages, drawn from ``random.Random(seed)``."""
+    random subsets and ``torn`` torn pages, drawn from ``random.Random(seed)``. A name that a
+    ``link`` or ``rename`` made is durable once its directory is synced: before, images both
+    with and without the file are made (``data`` None: no file)."""
     rng = random.Random(seed)
-    files = {op.file: op.data.decode("utf-8", "surrogateescape") for op in ops if op.op == OPEN}
-    durable = bytearray()
-    pending: list[_Write] = []
+    directory = path.rsplit("/", 1)[0]
+    opened: dict[int, str] = {}  # a descriptor's file number -> the path it was opened by
+    bound: dict[str, str] = {}  # a name -> the file (by its first name) it stands for
+    files: dict[str, _File] = {}
+    durable_name = False  # whether ``path`` survives a crash as a name
+    pending_name = False  # whether it exists but its directory was not synced since
+
+    def file_of(number: int) -> _File | None:
+        name = opened.get(number)
+        if name is None or name == directory:
+            return None
+        key = bound.get(name, name)
+        return files.setdefault(key, _File())
 
     def crash(at: int) -> Iterator[Image]:
+        current = files.get(bound.get(path, path)) if (durable_name or pending_name) else None
+        if current is None:
+            yield Image(at, "no file", None)
+            return
+        if pending_name and not durable_name:
+            yield Image(at, "no file", None)  # the new name did not reach the disk
+        yield from current.images(at, rng, subsets=subsets, torn=torn, prefixes=prefixes)
+
+    for at, op in enumerate(ops):
+        if op.op == OPEN:
+            name = op.data.decode("utf-8", "surrogateescape")
+            opened[op.file] = name
+            if name == path and path not in bound and not durable_name:
+                pending_name = True  # made by this open (LMDB creates the file it opens)
+            continue
+        if op.op in (LINK, RENAME):
+            old, _, new = op.data.decode("utf-8", "surrogateescape").partition("\0")
+            bound[new] = bound.get(old, old)
+            if new == path:
+                pending_name, durable_name = True, False
+            continue
+        if op.op == SYNC and opened.get(op.file) == directory:
+            yield from crash(at)
+            durable_name = durable_name or pending_name
+            pending_name = False
+            continue
+        target = file_of(op.file)
+        if target is None:
+            continue
+        if op.op == WRITE:
+            target.write(op)
+        elif op.op == SYNC:
+            if target is files.get(bound.get(path, path)):
+                yield from crash(at)
+            target.sync()
+            if not pending_name or durable_name:
+                continue
+            # a file LMDB created by opening it: its name is as durable as its first sync
+            if bound.get(path, path) == path:
+                durable_name, pending_name = True, False
+        elif op.op == TRUNC:
+            target.truncate(op.offset)
+    yield from crash(len(ops))
+
+
+class _File:
+    """One file's bytes: what is durable, and the writes since its last barrier."""
+
+    def __init__(self) -> None:
+        self.durable = bytearray()
+        self.pending: list[_Write] = []
+
+    def write(self, op: Op) -> None:
+        if not op.dsync:
+            self.pending.extend(_pages(op))
+            return
+        # the disk gets the whole pages of the write, from the page cache: with them, what
+        # earlier writes put in those pages
+        pages = {w.offset // PAGE for w in _pages(op)}
+        same = [w for w in self.pending if w.offset // PAGE in pages]
+        self.durable[:] = _apply(self.durable, [*same, *_pages(op)])
+        self.pending[:] = [w for w in self.pending if w.offset // PAGE not in pages]
+
+    def sync(self) -> None:
+        self.durable[:] = _apply(self.durable, self.pending)
+        self.pending.clear()
+
+    def truncate(self, length: int) -> None:
+        del self.durable[length:]
+        if len(self.durable) < length:
+            self.durable.extend(bytes(length - len(self.durable)))
+
+    def images(
+        self, at: int, rng: random.Random, *, subsets: int, torn: int, prefixes: int
+    ) -> Iterator[Image]:
+        durable, pending = self.durable, self.pending
         yield Image(at, "all", _apply(durable, pending))
         if not pending:
             return
@@ -116,26 +207,3 @@ def images(
             yield Image(at, "subset", _apply(durable, [w for w in pending if rng.random() < 0.5]))
         for _ in range(torn):
             yield Image(at, "torn", _torn(durable, pending, rng))
-
-    for at, op in enumerate(ops):
-        if files.get(op.file) != path:
-            continue
-        if op.op == WRITE:
-            if op.dsync:
-                # the disk gets the whole pages of the write, from the page cache: with them,
-                # what earlier writes put in those pages
-                pages = {w.offset // PAGE for w in _pages(op)}
-                same = [w for w in pending if w.offset // PAGE in pages]
-                durable[:] = _apply(durable, [*same, *_pages(op)])
-                pending[:] = [w for w in pending if w.offset // PAGE not in pages]
-            else:
-                pending.extend(_pages(op))
-        elif op.op == SYNC:
-            yield from crash(at)
-            durable[:] = _apply(durable, pending)
-            pending.clear()
-        elif op.op == TRUNC:
-            del durable[op.offset :]
-            if len(durable) < op.offset:
-                durable.extend(bytes(op.offset - len(durable)))
-    yield from crash(len(ops))

@@ -21,7 +21,7 @@ from ..errors import CrawlstoreError
 
 __all__ = ["NoCompiler", "Op", "compile_recorder", "read_log", "record"]
 
-OPEN, WRITE, TRUNC, SYNC, CLOSE, MSYNC = 1, 2, 3, 4, 5, 6
+OPEN, WRITE, TRUNC, SYNC, CLOSE, MSYNC, LINK, RENAME = 1, 2, 3, 4, 5, 6, 7, 8
 #: Writes through a descriptor opened with ``O_DSYNC`` or ``O_SYNC`` are durable on return.
 DSYNC = 1
 _HEADER = struct.Struct("<BBHIQ")
@@ -36,8 +36,9 @@ class NoCompiler(CrawlstoreError):
 @dataclass(frozen=True, slots=True)
 class Op:
     """One recorded call: ``op`` (``OPEN``, ``WRITE``, ``TRUNC``, ``SYNC``, ``CLOSE``,
-    ``MSYNC``), the file's number (its order of opening), ``dsync`` for a write through an
-    ``O_DSYNC`` descriptor, the offset (a truncate's length), the data or the opened path."""
+    ``MSYNC``, ``LINK``, ``RENAME``), the file's number (its order of opening), ``dsync`` for a
+    write through an ``O_DSYNC`` descriptor, the offset (a truncate's length), the data, the
+    opened path, or a link's or rename's two paths ("from\\0to")."""
 
     op: int
     file: int

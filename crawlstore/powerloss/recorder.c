@@ -26,7 +26,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-enum { OP_OPEN = 1, OP_WRITE = 2, OP_TRUNC = 3, OP_SYNC = 4, OP_CLOSE = 5, OP_MSYNC = 6 };
+enum { OP_OPEN = 1, OP_WRITE = 2, OP_TRUNC = 3, OP_SYNC = 4, OP_CLOSE = 5, OP_MSYNC = 6,
+       OP_LINK = 7, OP_RENAME = 8 };
 enum { FLAG_DSYNC = 1 };
 
 #pragma pack(push, 1)
@@ -62,6 +63,8 @@ static int (*real_fdatasync)(int);
 static int (*real_ftruncate)(int, off_t);
 static int (*real_ftruncate64)(int, off_t);
 static int (*real_msync)(void *, size_t, int);
+static int (*real_link)(const char *, const char *);
+static int (*real_rename)(const char *, const char *);
 
 static void raw_write_all(const void *buf, size_t n) {
     const char *p = buf;
@@ -91,6 +94,8 @@ __attribute__((constructor)) static void init(void) {
     real_ftruncate = dlsym(RTLD_NEXT, "ftruncate");
     real_ftruncate64 = dlsym(RTLD_NEXT, "ftruncate64");
     real_msync = dlsym(RTLD_NEXT, "msync");
+    real_link = dlsym(RTLD_NEXT, "link");
+    real_rename = dlsym(RTLD_NEXT, "rename");
     const char *d = getenv("CRAWLSTORE_RECORD_DIR");
     const char *l = getenv("CRAWLSTORE_RECORD_LOG");
     if (d == NULL || l == NULL || strlen(d) + 2 > sizeof dir) return;
@@ -111,18 +116,24 @@ static int tracked(int fd) {
     return log_fd >= 0 && fd >= 0 && fd < MAX_FD && file_of[fd] != 0;
 }
 
-static void opened(int fd, const char *path, int flags) {
-    if (log_fd < 0 || fd < 0 || fd >= MAX_FD || path == NULL) return;
-    char full[8192];
+/* The absolute form of `path` in `full`; 1 when it is the directory or a file in it. */
+static int inside(const char *path, char *full, size_t size) {
+    if (log_fd < 0 || path == NULL) return 0;
     if (path[0] != '/') {
-        if (getcwd(full, sizeof full - strlen(path) - 2) == NULL) return;
+        if (strlen(path) + 2 >= size || getcwd(full, size - strlen(path) - 2) == NULL) return 0;
         strcat(full, "/");
         strcat(full, path);
     } else {
-        if (strlen(path) >= sizeof full) return;
+        if (strlen(path) >= size) return 0;
         strcpy(full, path);
     }
-    if (strncmp(full, dir, dir_len) != 0 || full[dir_len] != '/') return;
+    return strncmp(full, dir, dir_len) == 0 && (full[dir_len] == '/' || full[dir_len] == 0);
+}
+
+static void opened(int fd, const char *path, int flags) {
+    if (fd < 0 || fd >= MAX_FD) return;
+    char full[8192];
+    if (!inside(path, full, sizeof full)) return;
     pthread_mutex_lock(&lock);
     int file = files++;
     file_of[fd] = file + 1;
@@ -251,6 +262,31 @@ int ftruncate(int fd, off_t length) {
 int ftruncate64(int fd, off_t length) {
     int done = real_ftruncate64 ? real_ftruncate64(fd, length) : real_ftruncate(fd, length);
     if (done == 0) plain(OP_TRUNC, fd, (uint64_t)length);
+    return done;
+}
+
+/* A new name for a file (link) or a file moved (rename): recorded as "from\0to". */
+static void named(uint8_t op, const char *from, const char *to) {
+    char a[4096], b[4096], both[8192];
+    if (!inside(to, b, sizeof b)) return;
+    if (!inside(from, a, sizeof a)) a[0] = 0;
+    size_t la = strlen(a), lb = strlen(b);
+    memcpy(both, a, la + 1);
+    memcpy(both + la + 1, b, lb);
+    pthread_mutex_lock(&lock);
+    record(op, 0, 0xFFFF, 0, both, (uint32_t)(la + 1 + lb));
+    pthread_mutex_unlock(&lock);
+}
+
+int link(const char *from, const char *to) {
+    int done = real_link(from, to);
+    if (done == 0) named(OP_LINK, from, to);
+    return done;
+}
+
+int rename(const char *from, const char *to) {
+    int done = real_rename(from, to);
+    if (done == 0) named(OP_RENAME, from, to);
     return done;
 }
 

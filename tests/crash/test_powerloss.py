@@ -12,7 +12,7 @@ import pytest
 
 from crawlstore.powerloss.check import run
 from crawlstore.powerloss.images import images
-from crawlstore.powerloss.record import OPEN, SYNC, WRITE, Op
+from crawlstore.powerloss.record import LINK, OPEN, SYNC, WRITE, Op
 
 needs_compiler = pytest.mark.skipif(
     not any(shutil.which(c) for c in ("cc", "gcc", "clang")),
@@ -24,7 +24,8 @@ needs_compiler = pytest.mark.skipif(
 @pytest.mark.parametrize("mode, most", [("full", 0), ("safe", 1)])
 def test_no_image_loses_more_than_the_mode_allows(tmp_path: Path, mode: str, most: int) -> None:
     summary = run(mode, 8, tmp_path, seed=1)
-    assert summary.images > 50
+    assert summary.images > 50 and summary.creating > 0
+    assert summary.creating_unopened == 0  # a store's file appears whole, or not at all
     assert summary.opened == summary.verified == summary.images, summary.examples
     assert summary.most_lost <= most and summary.broken == 0, summary.examples
 
@@ -67,3 +68,14 @@ def test_a_torn_page_keeps_some_sectors_only() -> None:
     assert torn and all(len(t) == 4096 for t in torn)
     assert any(0 < t.count(b"x" * 512) < 8 for t in torn)
     assert all(t.count(b"x") % 512 == 0 for t in torn)
+
+
+def test_a_linked_name_needs_its_directory_synced() -> None:
+    ops = [_op(OPEN, data=b"/d/.s.new"), _op(WRITE, 0, b"a" * 4096), _op(SYNC),
+           _op(LINK, data=b"/d/.s.new\0/d/s"), _op(OPEN, data=b"/d", file=1),
+           _op(SYNC, file=1), _op(OPEN, data=b"/d/s", file=2),
+           _op(WRITE, 4096, b"b" * 4096, file=2), _op(SYNC, file=2)]  # fmt: skip
+    found = [(i.ops, i.label, i.data) for i in images(ops, "/d/s", subsets=0, torn=0)]
+    assert (5, "no file", None) in found and (5, "all", b"a" * 4096) in found  # linked, unsynced
+    assert (8, "none", b"a" * 4096) in found  # the name durable: the file as it was made
+    assert all(label != "no file" for at, label, _ in found if at > 5)

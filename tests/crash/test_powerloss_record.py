@@ -42,7 +42,8 @@ def _recorded(tmp_path: Path, mode: str) -> tuple[list[Op], dict[int, str]]:
 
 def _data(ops: list[Op], paths: dict[int, str]) -> list[Op]:
     """The calls on the store file itself (not its lock file)."""
-    return [op for op in ops if paths[op.file].endswith("s.lmdb") and op.op in (WRITE, SYNC)]
+    return [op for op in ops
+            if paths.get(op.file, "").endswith("/s.lmdb") and op.op in (WRITE, SYNC)]  # fmt: skip
 
 
 def _meta(op: Op) -> bool:

@@ -29,6 +29,7 @@ from ...errors import (
 from ...frontier.spi import Durability
 from ...url import FINGERPRINT_VERSION
 from .access import lock_holder, why_unwritable
+from .backup import sync_directory
 from .codec import pack, unpack
 from .context import JOINED, MAP_FULL, Transaction, WriteContext
 from .filecheck import check_file
@@ -139,6 +140,8 @@ class Engine:
         exists = check_file(path)
         if readonly and not exists:
             raise StoreError(f"{path} does not exist (readonly=True opens existing stores only)")
+        if not exists:
+            self._make_file(map_size)
         #: Opened without LMDB's lock file, which this process cannot write (read-only only):
         #: no writer knows of its readers, so each read checks that none overtook it.
         self.lockless = False
@@ -262,6 +265,36 @@ class Engine:
             if self.durability is Durability.NOSYNC and not self.readonly:
                 self.env.sync(True)
             self.env.close()
+
+    def _make_file(self, map_size: int) -> None:
+        """Make a new store's file under another name and link it into place once whole and
+        synced, so that a crash while it is made leaves no file at ``path``, never a file that
+        is not a store (another process that made it first wins: its file is kept). Where the
+        file cannot be made, nothing happens: opening ``path`` then says why."""
+        path = self.path
+        self.path = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.new")
+        try:
+            try:
+                self.env = self._open_env(map_size, lock=True)
+            except lmdb.Error:
+                return
+            try:
+                self._create()
+                self.env.sync(True)
+            finally:
+                self.env.close()
+            try:
+                os.link(self.path, path)  # unlike a rename, never replaces a file that appeared
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links
+                os.replace(self.path, path)
+            sync_directory(path.parent)
+        finally:
+            for made in (self.path, Path(f"{self.path}-lock")):
+                with suppress(OSError):  # a read-only file system refuses even a missing one
+                    made.unlink()
+            self.path = path
 
     def _open_databases(self) -> dict[str, Any]:
         with self.begin(write=False) as txn:
