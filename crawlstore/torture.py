@@ -8,6 +8,12 @@ view and facade: ``revisit``, ``dedup_with(store.seen())``, ``retry``, ``tag_bac
 ``avoid_traps``, validators, grouped transactions and batch calls, on a store whose map starts
 small so it grows under the kills. A worker writes a line to its stdout only after the commit it
 describes returned. Prints one summary line: rounds, kills, operations verified, violations.
+
+    crawlstore torture --power-loss --minutes 10
+
+replays instead what the disk saw of a crawl in each durability mode, and checks every image a
+power loss could leave (``crawlstore.powerloss``): prints a table of images tried, opened,
+verified, and acknowledged units lost.
 """
 
 from __future__ import annotations
@@ -225,11 +231,21 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crawlstore.tor
                         help="worker processes killed each round (4)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1, metavar="S",
                         help="the random seed of the run, to repeat it (1)")  # fmt: skip
+    parser.add_argument("--power-loss", action="store_true",
+                        help="instead: replay what the disk saw of a crawl, in every durability "
+                             "mode, and check every image a power loss could leave (needs a C "
+                             "compiler)")  # fmt: skip
+    parser.add_argument("--pages", type=int, default=20, metavar="P",
+                        help="with --power-loss: pages a recorded crawl makes (20)")  # fmt: skip
     parser.add_argument("--worker", nargs=2, metavar=("PATH", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         worker(args.worker[0], int(args.worker[1]))
         return 0
+    if args.power_loss:
+        from .powerloss.check import power_loss
+
+        return power_loss(args.minutes * 60, pages=args.pages, seed=args.seed)
     with tempfile.TemporaryDirectory(prefix="crawlstore-torture-") as tmp:
         rounds, kills, ops, violations = torture(
             Path(tmp) / "torture.lmdb", seconds=args.minutes * 60, workers=args.workers,

@@ -79,3 +79,13 @@ def test_a_linked_name_needs_its_directory_synced() -> None:
     assert (5, "no file", None) in found and (5, "all", b"a" * 4096) in found  # linked, unsynced
     assert (8, "none", b"a" * 4096) in found  # the name durable: the file as it was made
     assert all(label != "no file" for at, label, _ in found if at > 5)
+
+
+@needs_compiler
+def test_the_command_prints_the_figures() -> None:
+    from cli_helpers import cli
+
+    done = cli("torture", "--power-loss", "--minutes", "0", "--pages", "4")
+    rows = {line.split(" | ")[0].strip("| "): line for line in done.stdout.splitlines()}
+    assert {"full", "safe", "nosync"} <= set(rows)
+    assert done.stdout.startswith("rounds 1, 4 pages a round")
