@@ -74,13 +74,21 @@ def compile_recorder(cache: Path | None = None) -> Path:
 
 
 def record(
-    argv: Sequence[str], directory: Path, log: Path, *, timeout: float = 600
+    argv: Sequence[str],
+    directory: Path,
+    log: Path,
+    *,
+    fault: str | None = None,
+    timeout: float = 600,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` (a Python child: ``sys.executable`` first) with every write to the files of
-    ``directory`` logged into ``log``."""
+    ``directory`` logged into ``log``; ``fault`` (``"write:N:ERRNO"`` or ``"sync:N:ERRNO"``)
+    fails the Nth write or sync to them (a file named ``acks`` aside) with ``ERRNO``."""
     env = {**os.environ, "LD_PRELOAD": str(compile_recorder()),
            "CRAWLSTORE_RECORD_DIR": str(directory.resolve()),
            "CRAWLSTORE_RECORD_LOG": str(log)}  # fmt: skip
+    if fault is not None:
+        env["CRAWLSTORE_FAULT"] = fault
     return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -4,6 +4,9 @@
  *
  *   CRAWLSTORE_RECORD_DIR  the directory whose files are recorded (an absolute path)
  *   CRAWLSTORE_RECORD_LOG  the log: a sequence of records, each a header and its payload
+ *   CRAWLSTORE_FAULT       optional, "write:N:ERRNO" or "sync:N:ERRNO": the Nth write (or
+ *                          fsync/fdatasync) to those files fails with ERRNO (28: ENOSPC,
+ *                          5: EIO), without writing (or syncing); the calls after it succeed
  *
  * A record: op (u8), flags (u8), file (u16), length (u32), offset (u64), then `length` bytes:
  * the path for OPEN, the data for WRITE, nothing else. Each is written with one write(2) under
@@ -18,6 +21,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -47,7 +51,10 @@ static size_t dir_len;
 static int files;                 /* files seen so far: their numbers */
 static int file_of[MAX_FD];       /* fd -> file number + 1 (0: not recorded) */
 static uint8_t flags_of[MAX_FD];
+static uint8_t spared[MAX_FD];    /* the workload's own acknowledgements: never failed */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int fault_on_sync = -1;   /* -1: no fault; 0: the Nth write fails; 1: the Nth sync */
+static long fault_at, fault_errno, writes_seen, syncs_seen;
 
 static ssize_t (*real_write)(int, const void *, size_t);
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
@@ -103,6 +110,12 @@ __attribute__((constructor)) static void init(void) {
     dir_len = strlen(dir);
     if (dir_len > 1 && dir[dir_len - 1] == '/') dir[--dir_len] = 0;
     log_fd = (int)syscall(SYS_openat, AT_FDCWD, l, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const char *f = getenv("CRAWLSTORE_FAULT");
+    if (f != NULL) {
+        char kind[8] = {0};
+        if (sscanf(f, "%7[a-z]:%ld:%ld", kind, &fault_at, &fault_errno) == 3)
+            fault_on_sync = strcmp(kind, "sync") == 0 ? 1 : strcmp(kind, "write") == 0 ? 0 : -1;
+    }
 }
 
 static void record(uint8_t op, uint8_t flags, int file, uint64_t offset, const void *data,
@@ -138,6 +151,8 @@ static void opened(int fd, const char *path, int flags) {
     int file = files++;
     file_of[fd] = file + 1;
     flags_of[fd] = (flags & (O_DSYNC | O_SYNC)) ? FLAG_DSYNC : 0;
+    size_t n = strlen(full);
+    spared[fd] = n >= 5 && strcmp(full + n - 5, "/acks") == 0;
     record(OP_OPEN, flags_of[fd], file, (uint64_t)(flags & O_TRUNC ? 1 : 0), full,
            (uint32_t)strlen(full));
     pthread_mutex_unlock(&lock);
@@ -165,6 +180,19 @@ static void plain(uint8_t op, int fd, uint64_t value) {
     pthread_mutex_lock(&lock);
     record(op, flags_of[fd], file_of[fd] - 1, value, NULL, 0);
     pthread_mutex_unlock(&lock);
+}
+
+/* Whether this call (a write: 0, a sync: 1) to a recorded file is the one to fail; a writev
+ * of `pieces` buffers counts as that many writes, as the log records it. */
+static int fails(int fd, int sync, long pieces) {
+    if (fault_on_sync != sync || !tracked(fd) || spared[fd]) return 0;
+    pthread_mutex_lock(&lock);
+    long first = (sync ? syncs_seen : writes_seen) + 1;
+    if (sync) syncs_seen += pieces; else writes_seen += pieces;
+    pthread_mutex_unlock(&lock);
+    if (fault_at < first || fault_at >= first + pieces) return 0;
+    errno = (int)fault_errno;
+    return 1;
 }
 
 static int mode_of(int flags, va_list args) {
@@ -210,6 +238,7 @@ int close(int fd) {
 }
 
 ssize_t write(int fd, const void *buf, size_t n) {
+    if (fails(fd, 0, 1)) return -1;
     off_t at = tracked(fd) ? lseek(fd, 0, SEEK_CUR) : 0;
     ssize_t done = real_write(fd, buf, n);
     wrote(fd, (uint64_t)at, buf, done);
@@ -217,18 +246,21 @@ ssize_t write(int fd, const void *buf, size_t n) {
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t offset) {
+    if (fails(fd, 0, 1)) return -1;
     ssize_t done = real_pwrite(fd, buf, n, offset);
     wrote(fd, (uint64_t)offset, buf, done);
     return done;
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t n, off_t offset) {
+    if (fails(fd, 0, 1)) return -1;
     ssize_t done = real_pwrite64(fd, buf, n, offset);
     wrote(fd, (uint64_t)offset, buf, done);
     return done;
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int n) {
+    if (fails(fd, 0, n)) return -1;
     off_t at = tracked(fd) ? lseek(fd, 0, SEEK_CUR) : 0;
     ssize_t done = real_writev(fd, iov, n);
     wrote_vector(fd, (uint64_t)at, iov, n, done);
@@ -236,18 +268,21 @@ ssize_t writev(int fd, const struct iovec *iov, int n) {
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t offset) {
+    if (fails(fd, 0, n)) return -1;
     ssize_t done = real_pwritev(fd, iov, n, offset);
     wrote_vector(fd, (uint64_t)offset, iov, n, done);
     return done;
 }
 
 int fsync(int fd) {
+    if (fails(fd, 1, 1)) return -1;
     int done = real_fsync(fd);
     if (done == 0) plain(OP_SYNC, fd, 0);
     return done;
 }
 
 int fdatasync(int fd) {
+    if (fails(fd, 1, 1)) return -1;
     int done = real_fdatasync(fd);
     if (done == 0) plain(OP_SYNC, fd, 0);
     return done;

@@ -6,6 +6,7 @@ file, one shared environment per file per process (``registry``), running write 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -72,6 +73,9 @@ _T = TypeVar("_T")
 
 #: LMDB errors that only a damaged file causes (LMDB has no checksums: it finds damage when a
 #: page does not hold what it should; after that, the transaction itself is marked bad).
+#: What LMDB says of an I/O error and of a full disk (the C library's own words).
+_IO_ERROR = os.strerror(errno.EIO)
+_NO_SPACE = os.strerror(errno.ENOSPC)
 _DAMAGE = (
     lmdb.CorruptedError,
     lmdb.PageNotFoundError,
@@ -136,6 +140,11 @@ class Engine:
         #: The open write transaction, if any: LMDB has one writer, and ``lock`` is held by
         #: its thread for as long as it is open.
         self._writer: WriteContext | None = None
+        #: Why this process writes no more to the file: a commit's write or sync failed with an
+        #: I/O error. The kernel may have dropped the pages it could not write and marked them
+        #: clean, so a later sync that succeeds proves nothing of them (PostgreSQL's "fsyncgate"):
+        #: only a new process, reading the file from the disk, may write it again.
+        self.failure: str | None = None
         self.refs = 0
         exists = check_file(path)
         if readonly and not exists:
@@ -276,11 +285,15 @@ class Engine:
         try:
             try:
                 self.env = self._open_env(map_size, lock=True)
-            except lmdb.Error:
-                return
+            except lmdb.Error as exc:
+                if _unwritable(exc):
+                    return  # opening ``path`` says why it cannot be made
+                raise self.translate(exc) from None
             try:
                 self._create()
                 self.env.sync(True)
+            except lmdb.Error as exc:  # the new file is dropped: nothing was made
+                raise self.translate(exc) from None
             finally:
                 self.env.close()
             try:
@@ -289,7 +302,10 @@ class Engine:
                 pass
             except OSError:  # a file system without hard links
                 os.replace(self.path, path)
-            sync_directory(path.parent)
+            try:
+                sync_directory(path.parent)
+            except OSError as exc:
+                raise StoreError(f"{path}: its directory could not be synced: {exc}") from None
         finally:
             for made in (self.path, Path(f"{self.path}-lock")):
                 with suppress(OSError):  # a read-only file system refuses even a missing one
@@ -404,6 +420,8 @@ class Engine:
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
         self.check_process()
+        if self.failure is not None:
+            raise StoreError(self._failed())
         last = self._grow_early()
         txn = self.begin(write=True)
         # Records decoded by this process's last commit are still current when no other
@@ -418,6 +436,11 @@ class Engine:
         try:
             wrote = ctx.flush()
             ctx.txn.commit()
+        except lmdb.Error as exc:
+            self.abort(ctx)
+            if _IO_ERROR in str(exc) or isinstance(exc, lmdb.PanicError):
+                self.failure = str(exc)
+            raise
         except BaseException:
             self.abort(ctx)
             raise
@@ -570,10 +593,21 @@ class Engine:
             return ReadOnlyStore(f"{self.path}: {exc}")
         if isinstance(exc, _DAMAGE):
             return CorruptStore(f"{self.path} is damaged: {exc}")
+        if isinstance(exc, lmdb.PanicError) and self.failure is None:
+            self.failure = str(exc)  # LMDB itself writes no more: a meta page was not written
+        if self.failure is not None:
+            return StoreError(self._failed())
+        if _NO_SPACE in str(exc):
+            return StoreFull(f"{self.path}: the disk is full; nothing committed was lost ({exc})")
         if self._disk_full():
             # LMDB reports a short write (ENOSPC) as an I/O error: ask the file system.
             return StoreFull(f"{self.path}: the disk is full; nothing committed was lost ({exc})")
         return StoreError(f"{self.path}: {exc}")
+
+    def _failed(self) -> str:
+        return (f"{self.path}: a write to the disk failed ({self.failure}); this process writes "
+                "nothing more to the store, whose commits before it are kept: close it, check "
+                "the disk, and open it again in a new process")  # fmt: skip
 
     def _disk_full(self) -> bool:
         try:
