@@ -25,7 +25,17 @@ from .images import Image, images
 from .record import OPEN, WRITE, Op, read_log, record
 from .workload import ACKS, STORE
 
-__all__ = ["ALLOWED", "Outcome", "Summary", "acknowledged", "check", "power_loss", "run"]
+__all__ = [
+    "ALLOWED",
+    "KINDS",
+    "Outcome",
+    "Summary",
+    "acknowledged",
+    "allowed",
+    "check",
+    "power_loss",
+    "run",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,21 +177,23 @@ def _drain(frontier: Any, finished: set[Any]) -> list[str]:
     return broken
 
 
-def run(mode: str, pages: int, work: Path, *, seed: int = 0, **sample: int) -> Summary:
-    """Record the workload of ``pages`` pages in durability ``mode`` under ``work``, then
-    check every image of its record (``sample``: the image builder's ``subsets``, ``torn`` and
-    ``prefixes``)."""
-    directory = work / mode
+def run(
+    mode: str, pages: int, work: Path, *, kind: str = "loop", seed: int = 0, **sample: int
+) -> Summary:
+    """Record the workload (``kind``: ``"loop"`` or ``"worker"``) of ``pages`` pages in
+    durability ``mode`` under ``work``, then check every image of its record (``sample``: the
+    image builder's ``subsets``, ``torn`` and ``prefixes``)."""
+    directory = work / f"{mode}-{kind}"
     directory.mkdir(parents=True)
-    log = work / f"{mode}.log"
+    log = work / f"{mode}-{kind}.log"
     done = record([sys.executable, "-m", "crawlstore.powerloss.workload", str(directory), mode,
-                   str(pages)], directory, log)  # fmt: skip
+                   str(pages), kind], directory, log)  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"the workload failed: {done.stderr.strip()[-2000:]}")
     ops = list(read_log(log))
     base = str(directory.resolve())
     acks = acknowledged(ops, f"{base}/{ACKS}")
-    summary = Summary(mode)
+    summary = Summary(f"{mode}, {kind}")
     with tempfile.TemporaryDirectory(dir=work) as scratch:
         for image in images(ops, f"{base}/{STORE}", seed=seed, **sample):
             acked = [unit for at, unit in acks if at < image.ops]
@@ -190,38 +202,53 @@ def run(mode: str, pages: int, work: Path, *, seed: int = 0, **sample: int) -> S
     return summary
 
 
-#: The most acknowledged units an image of each mode may lose (None: measured, not held).
+#: The most commits an image of each mode may lose (None: measured, not held): in "safe" its
+#: last commit, that is one unit of a loop, or one group of the worker (whose units are
+#: acknowledged together: at most as many as the worker's threads).
 ALLOWED = {"full": 0, "safe": 1, "nosync": None}
+#: What the workload runs: a page a transaction, or the group-commit worker.
+KINDS = ("loop", "worker")
+WORKER_THREADS = 4
+
+
+def allowed(mode: str, kind: str) -> int | None:
+    """The most acknowledged units an image of ``mode`` may lose, with crawl ``kind``."""
+    commits = ALLOWED[mode]
+    if commits is None:
+        return None
+    return commits * (WORKER_THREADS if kind == "worker" else 1)
 
 
 def power_loss(seconds: float, *, pages: int = 20, seed: int = 1) -> int:
-    """Record and check the workload in every mode, round after round (each with its own
-    seed), until ``seconds`` have passed; print the figures. 1 when "full" or "safe" broke
+    """Record and check the workload in every mode and kind, round after round (each with its
+    own seed), until ``seconds`` have passed; print the figures. 1 when "full" or "safe" broke
     their promise."""
-    totals = {mode: Summary(mode) for mode in ALLOWED}
+    runs = [(mode, kind) for kind in KINDS for mode in ALLOWED]
+    totals = {(mode, kind): Summary(f"{mode}, {kind}") for mode, kind in runs}
     deadline = time.monotonic() + seconds
     rounds = 0
     with tempfile.TemporaryDirectory(prefix="crawlstore-power-loss-") as tmp:
         while rounds == 0 or time.monotonic() < deadline:
-            for mode in ALLOWED:
-                totals[mode].merge(run(mode, pages, Path(tmp) / str(rounds), seed=seed + rounds))
+            for mode, kind in runs:
+                found = run(mode, pages, Path(tmp) / str(rounds), kind=kind, seed=seed + rounds)
+                totals[mode, kind].merge(found)
             rounds += 1
     print(f"rounds {rounds}, {pages} pages a round, seeds {seed} to {seed + rounds - 1}")
     print(
-        "| mode | images | open | verify | lost an acknowledged unit | most units lost "
+        "| mode, crawl | images | open | verify | lost an acknowledged unit | most units lost "
         "| broke another invariant | while the file was made: images, not opening |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     failed = False
-    for mode, s in totals.items():
-        print(f"| {mode} | {s.images} | {s.opened} | {s.verified} | {s.lost} | {s.most_lost} "
+    for (mode, kind), s in totals.items():
+        print(f"| {s.mode} | {s.images} | {s.opened} | {s.verified} | {s.lost} | {s.most_lost} "
               f"| {s.broken} | {s.creating}, {s.creating_unopened} |")  # fmt: skip
-        allowed = ALLOWED[mode]
-        if allowed is not None and (s.most_lost > allowed or s.broken or s.creating_unopened
-                                    or not s.images == s.opened == s.verified):  # fmt: skip
+        most = allowed(mode, kind)
+        if most is not None and (s.most_lost > most or s.broken or s.creating_unopened
+                                 or not s.images == s.opened == s.verified):  # fmt: skip
             failed = True
             for example in s.examples:
-                print(f"{mode}: image after call {example.image.ops} ({example.image.label}): "
+                print(f"{s.mode}: image after call {example.image.ops} ({example.image.label}): "
                       f"opened {example.opened}, {list(example.problems)[:2]}, lost "
                       f"{example.lost}, {list(example.broken)[:2]}")  # fmt: skip
     return 1 if failed else 0

@@ -1,5 +1,6 @@
-"""The workload the power-loss tests record: a crawl loop, a page a transaction (pop a page,
-report it ``Done``, keep its validators, push its links through ``dedup_with(store.seen())``).
+"""The workload the power-loss tests record: a crawl (pop a page, report it ``Done``, keep its
+validators, push its links through ``dedup_with(store.seen())``), a page a transaction or
+through the group-commit worker.
 After each transaction returns it appends one line to ``acks`` in the same directory, through
 the recorder, so that the record says which units were acknowledged before each write:
 
@@ -8,14 +9,18 @@ the recorder, so that the record says which units were acknowledged before each 
 The first line (``"unit": "open"``) says the store exists: a crash before it may leave a file
 that was never a store.
 
-    python -m crawlstore.powerloss.workload DIRECTORY DURABILITY PAGES
+    python -m crawlstore.powerloss.workload DIRECTORY DURABILITY PAGES [loop|worker]
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .. import Done, Ready, Seed, Store, Validator
 
@@ -31,21 +36,29 @@ def links(n: int) -> list[str]:
     ]
 
 
-def run(directory: Path, durability: str, pages: int) -> None:
+def run(directory: Path, durability: str, pages: int, kind: str = "loop") -> None:
+    """The crawl: ``kind`` ``"loop"`` (a page a transaction) or ``"worker"`` (four threads
+    through ``frontier.worker()``, each page a unit of its group commits; its acknowledgement
+    once the unit's future resolved, that is once it is durable)."""
     with (
         (directory / ACKS).open("ab", buffering=0) as acks,
         Store.open(directory / STORE, durability=durability, map_size=1 << 22) as store,
     ):
         frontier = store.frontier("fifo", queues="host").dedup_with(store.seen())
         validators = store.validators()
+        lock = threading.Lock()
 
         def ack(**unit: object) -> None:
-            acks.write(json.dumps(unit).encode() + b"\n")
+            with lock:
+                acks.write(json.dumps(unit).encode() + b"\n")
 
         ack(unit="open", done=None, pushed=[], etag=None)  # the store exists from here on
         first = ["https://h0.example/p/0"]
         frontier.push_many([Seed.get(u) for u in first])
         ack(unit=-1, done=None, pushed=first, etag=None)
+        if kind == "worker":
+            _through_worker(frontier, validators, pages, ack)
+            return
         for n in range(pages):
             with store.transaction():
                 ready = frontier.pop()
@@ -58,5 +71,28 @@ def run(directory: Path, durability: str, pages: int) -> None:
             ack(unit=n, done=ready.seed.url, pushed=found, etag=f'"{n}"')
 
 
+def _through_worker(frontier: Any, validators: Any, pages: int, ack: Callable[..., None]) -> None:
+    counter = itertools.count()
+    with frontier.worker(prefetch=8, validators=validators) as worker:
+
+        def crawl() -> None:
+            for ready in worker:
+                n = next(counter)
+                if n >= pages:
+                    worker.finish(Done(ready.seed), []).result()
+                    continue
+                found = links(n)
+                future = worker.finish(Done(ready.seed), [Seed.get(u) for u in found],
+                                       validator=Validator(etag=f'"{n}"'))  # fmt: skip
+                future.result()
+                ack(unit=n, done=ready.seed.url, pushed=found, etag=f'"{n}"')
+
+        threads = [threading.Thread(target=crawl) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
 if __name__ == "__main__":
-    run(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
+    run(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])
