@@ -62,3 +62,31 @@ def test_after_a_failed_sync_the_process_writes_nothing_more(tmp_path: Path) -> 
     assert after == "0" and "open it again in a new process" in message, done.stdout
     again = record([sys.executable, str(script), str(store)], store, tmp_path / "log2")
     assert again.stdout.startswith("0 None"), again.stdout  # a new process writes again
+
+
+FLUSHED = """
+import sys, time
+from crawlstore import Seed, Store
+from crawlstore.errors import StoreError
+with Store.open(sys.argv[1] + "/s.lmdb", durability="nosync", flush_interval=0.02) as store:
+    frontier, deadline, i = store.frontier("fifo"), time.monotonic() + 60, 0
+    while time.monotonic() < deadline:  # until the failed flush refuses a write
+        try:
+            frontier.push(Seed.get(f"https://a.example/{i}"))
+        except StoreError as exc:
+            print("refused:", exc)
+            break
+        i += 1
+        time.sleep(0.005)
+"""
+
+
+def test_a_periodic_flush_that_failed_stops_the_writes(tmp_path: Path) -> None:
+    store = tmp_path / "d"
+    store.mkdir()
+    script = tmp_path / "s.py"
+    script.write_text(FLUSHED)
+    # the file's two syncs as it is made, then the flushes: the first of them fails
+    done = record([sys.executable, str(script), str(store)], store, tmp_path / "log",
+                  fault=f"sync:3:{errno.EIO}")  # fmt: skip
+    assert done.stdout.startswith("refused:") and "a periodic flush" in done.stdout, done

@@ -618,8 +618,11 @@ class Engine:
 
     def _flush_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):
-            with suppress(lmdb.Error):
+            try:
                 self.env.sync(True)
+            except lmdb.Error as exc:  # a flush that failed: no write after it is trusted
+                if _IO_ERROR in str(exc) or isinstance(exc, lmdb.PanicError):
+                    self.failure = self.failure or f"a periodic flush: {exc}"
 
 
 class ReadOnly(Engine):
