@@ -102,15 +102,18 @@ class Visit(NamedTuple):
 class Durability(str, enum.Enum):
     """What a commit promises. Every mode survives a killed process with nothing lost."""
 
-    #: fsync data and meta page at every commit: a power loss loses nothing committed.
+    #: fsync data and meta page at every commit: a power loss loses nothing committed (every
+    #: crash image of a recorded crawl kept every acknowledged commit: docs/durability.md).
     FULL = "full"
     #: fsync data at every commit, not the meta page: a power loss may roll back the last
-    #: commits, never corrupts. The default.
+    #: commit (one group of a worker), never more, and never damages the file (measured the
+    #: same way). The default.
     SAFE = "safe"
     #: no fsync at commit: commits reach the OS at once (a killed process loses nothing), a
     #: flush every ``flush_interval`` seconds reaches the disk. A power loss or an OS crash
-    #: loses up to that interval and, as LMDB documents, **may corrupt the file**: for crawls
-    #: that can start again, or from a backup, if the machine goes down. Never the default.
+    #: loses what was not flushed and **may damage the file** (crash images that do not open
+    #: were measured): for crawls that can start again, or from a backup, if the machine goes
+    #: down. Never the default.
     NOSYNC = "nosync"
 
 

@@ -1,7 +1,8 @@
 """Checking crash images: each is opened in a forked child (LMDB may abort on a damaged file),
 verified (``verify``), and held to what the workload acknowledged before its crash point:
 
-- every acknowledged unit is there: its page ``done`` with its validators, its links known;
+- every acknowledged unit is there: its page done (its revisit scheduled) with its validators,
+  its links known;
 - nothing is handed out twice: draining the frontier pops each URL once, and none that an
   acknowledged unit finished.
 
@@ -149,7 +150,9 @@ def _check_here(image: Image, acked: list[dict[str, Any]], work: Path) -> dict[s
                 ok = all(frontier.url(u).state != "unknown" for u in unit["pushed"])
                 if unit["done"] is not None:
                     kept = validators.get(Seed.get(unit["done"]).fingerprint)
-                    ok = ok and frontier.url(unit["done"]).state == "done"
+                    status = frontier.url(unit["done"])  # its revisit scheduled, or done
+                    visited = {("done", None), ("scheduled", "revisit")}
+                    ok = ok and (status.state, status.kind) in visited
                     ok = ok and kept is not None and kept.etag == unit["etag"]
                 if ok and unit["done"] is not None:
                     finished.add(Seed.get(unit["done"]).fingerprint)

@@ -1,6 +1,6 @@
-"""The workload the power-loss tests record: a crawl (pop a page, report it ``Done``, keep its
-validators, push its links through ``dedup_with(store.seen())``), a page a transaction or
-through the group-commit worker.
+"""The workload the power-loss tests record: a crawl (pop a page, report it ``Done``, which
+schedules its revisit, keep its validators, push its links through ``dedup_with(store.seen())``),
+a page a transaction or through the group-commit worker.
 After each transaction returns it appends one line to ``acks`` in the same directory, through
 the recorder, so that the record says which units were acknowledged before each write:
 
@@ -23,8 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from .. import Done, Ready, Seed, Store, Validator
+from ..revisit import RevisitTags, revisit
 
 STORE = "s.lmdb"
+
+
+class Tag(RevisitTags):
+    """Every page is visited again an hour after its visit: a ``Done`` schedules it."""
+
+    PAGE = revisit("1h")
+
+
+def seed(url: str) -> Seed:
+    return Seed.get(url).with_tag(Tag.PAGE)
+
+
 ACKS = "acks"
 HOSTS = 7
 
@@ -44,7 +57,7 @@ def run(directory: Path, durability: str, pages: int, kind: str = "loop") -> Non
         (directory / ACKS).open("ab", buffering=0) as acks,
         Store.open(directory / STORE, durability=durability, map_size=1 << 22) as store,
     ):
-        frontier = store.frontier("fifo", queues="host").dedup_with(store.seen())
+        frontier = store.frontier("fifo", queues="host").revisit(Tag).dedup_with(store.seen())
         validators = store.validators()
         lock = threading.Lock()
 
@@ -54,7 +67,7 @@ def run(directory: Path, durability: str, pages: int, kind: str = "loop") -> Non
 
         ack(unit="open", done=None, pushed=[], etag=None)  # the store exists from here on
         first = ["https://h0.example/p/0"]
-        frontier.push_many([Seed.get(u) for u in first])
+        frontier.push_many([seed(u) for u in first])
         ack(unit=-1, done=None, pushed=first, etag=None)
         if kind == "worker":
             _through_worker(frontier, validators, pages, ack)
@@ -67,7 +80,7 @@ def run(directory: Path, durability: str, pages: int, kind: str = "loop") -> Non
                 found = links(n)
                 frontier.report(Done(ready.seed))
                 validators.put(ready.seed.fingerprint, Validator(etag=f'"{n}"'))
-                frontier.push_many([Seed.get(u) for u in found])
+                frontier.push_many([seed(u) for u in found])
             ack(unit=n, done=ready.seed.url, pushed=found, etag=f'"{n}"')
 
 
@@ -76,13 +89,13 @@ def _through_worker(frontier: Any, validators: Any, pages: int, ack: Callable[..
     with frontier.worker(prefetch=8, validators=validators) as worker:
 
         def crawl() -> None:
-            for ready in worker:
+            for ready in worker:  # revisits keep the crawl going: stop at the count
                 n = next(counter)
                 if n >= pages:
                     worker.finish(Done(ready.seed), []).result()
-                    continue
+                    return
                 found = links(n)
-                future = worker.finish(Done(ready.seed), [Seed.get(u) for u in found],
+                future = worker.finish(Done(ready.seed), [seed(u) for u in found],
                                        validator=Validator(etag=f'"{n}"'))  # fmt: skip
                 future.result()
                 ack(unit=n, done=ready.seed.url, pushed=found, etag=f'"{n}"')
