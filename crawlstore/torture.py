@@ -4,10 +4,11 @@ each round the store is reopened and checked against what the workers acknowledg
     crawlstore torture --minutes 10 --workers 4
 
 Each worker runs a randomised crawl over a generated site (with a calendar trap) through every
-view and facade: ``revisit``, ``dedup_with(store.seen())``, ``retry``, ``tag_backoff``,
-``avoid_traps``, validators, grouped transactions and batch calls, on a store whose map starts
-small so it grows under the kills. A worker writes a line to its stdout only after the commit it
-describes returned. Prints one summary line: rounds, kills, operations verified, violations.
+view and facade (two in five through the group-commit worker, with three threads): ``revisit``,
+``dedup_with(store.seen())``, ``retry``, ``tag_backoff``, ``avoid_traps``, validators, grouped
+transactions and batch calls, on a store whose map starts small so it grows under the kills. A
+worker writes a line to its stdout only after the commit it describes returned. Prints one
+summary line: rounds, kills, operations verified, violations.
 
     crawlstore torture --power-loss --minutes 10
 
@@ -25,10 +26,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import Backoff, Cancelled, Done, Failed, Retry, RetryPolicy, Seed, Skipped, Store
 from .frontier.traps import TrapPolicy
@@ -80,6 +84,9 @@ def worker(path: str, seed: int) -> None:
     validators = store.validators()
     if frontier.push(Seed.get(f"{HOST}/p/0").with_tag(Tag.PAGE)):
         ack(f"P {HOST}/p/0")
+    if rng.random() < 0.4:  # threads through the group-commit worker instead
+        _group_commit(frontier, validators, rng, ack)
+        return
     while True:
         batch = [ready.seed for ready in frontier.pop_many(rng.choice([1, 1, 3, 10]))]
         if not batch:
@@ -119,6 +126,41 @@ def worker(path: str, seed: int) -> None:
         ack(" ".join(["D", *(s.url for s in done)]))
         if admitted:
             ack(" ".join(["P", *admitted]))
+
+
+def _group_commit(frontier: Any, validators: Any, rng: random.Random,
+                  ack: Callable[[str], None]) -> None:  # fmt: skip
+    """Three threads crawling through ``frontier.worker()``: each page a unit of the worker's
+    group commits, acknowledged once its future resolved (the unit is committed)."""
+    lock = threading.Lock()
+
+    def said(line: str) -> None:
+        with lock:
+            ack(line)
+
+    with frontier.worker(prefetch=rng.choice([4, 16]), validators=validators) as group:
+
+        def crawl() -> None:
+            for ready in group:
+                s = ready.seed
+                if rng.random() < 0.06:
+                    group.finish(Retry(s)).result()
+                    said(f"R {s.url}")
+                    continue
+                links = [Seed.get(u).with_tag(Tag.PAGE).with_depth(s.depth + 1)
+                         for u in links_of(s.url)]  # fmt: skip
+                validator = Validator(etag=f'"{s.url}"')
+                admissions = group.finish(Done(s), links, validator=validator).result()
+                said(f"D {s.url}")
+                admitted = [ln.url for ln, a in zip(links, admissions, strict=True) if a]
+                if admitted:
+                    said(" ".join(["P", *admitted]))
+
+        threads = [threading.Thread(target=crawl, daemon=True) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
 
 @dataclass
