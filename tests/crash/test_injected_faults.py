@@ -24,7 +24,7 @@ TYPED = ("crawlstore.errors.StoreFull:", "crawlstore.errors.StoreError:")
 @pytest.mark.parametrize("mode", ["full", "safe"])
 def test_a_fault_anywhere_keeps_what_was_acknowledged(tmp_path: Path, mode: str) -> None:
     writes, syncs = calls(mode, 5, tmp_path)
-    faults = [f"write:{n}:{e}" for n in range(1, writes + 1, max(1, writes // 12))
+    faults = [f"write:{n}:{e}" for n in range(1, writes + 1, max(1, writes // 8))
               for e in (errno.ENOSPC, errno.EIO)]  # fmt: skip
     faults += [f"sync:{n}:{errno.EIO}" for n in range(1, syncs + 1)]
     for fault in faults:

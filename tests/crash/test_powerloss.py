@@ -88,7 +88,7 @@ def test_a_linked_name_needs_its_directory_synced() -> None:
 def test_the_command_prints_the_figures() -> None:
     from cli_helpers import cli
 
-    done = cli("torture", "--power-loss", "--minutes", "0", "--pages", "4")
+    done = cli("torture", "--power-loss", "--minutes", "0", "--pages", "2")
     rows = {line.split(" | ")[0].strip("| "): line for line in done.stdout.splitlines()}
     assert {f"{mode}, {kind}" for mode in ("full", "safe", "nosync") for kind in KINDS} <= set(rows)
-    assert done.stdout.startswith("rounds 1, 4 pages a round")
+    assert done.stdout.startswith("rounds 1, 2 pages a round")
