@@ -9,7 +9,6 @@ of them): the error's message says to close it and open it again in a new proces
 
 from __future__ import annotations
 
-import errno
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from .images import Image
 from .record import OPEN, SYNC, WRITE, read_log, record
 from .workload import ACKS, STORE
 
-__all__ = ["ERRNOS", "Injected", "calls", "inject"]
+__all__ = ["Injected", "calls", "inject"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +60,3 @@ def inject(mode: str, pages: int, fault: str, work: Path) -> Injected:
     path = directory / STORE
     image = Image(len(ops), "as left", path.read_bytes() if path.exists() else None)
     return Injected(fault, error, check(image, acked, work))
-
-
-#: The errors injected: a full disk, and an I/O error.
-ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO}

@@ -10,7 +10,6 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -104,8 +103,3 @@ def read_log(log: Path) -> Iterator[Op]:
             return
         yield Op(op, file, bool(flags & DSYNC), offset, raw[start : start + length])
         at = start + length
-
-
-if __name__ == "__main__":  # python -m crawlstore.powerloss.record LOG: the calls, one a line
-    for item in read_log(Path(sys.argv[1])):
-        print(item.op, item.file, item.dsync, item.offset, len(item.data))
