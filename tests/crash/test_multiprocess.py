@@ -337,3 +337,66 @@ def test_a_fork_while_another_thread_opens_a_store_in_a_transaction(tmp_path: Pa
     thread.join(30)
     assert worker_done.is_set() and len(store.frontier()) == 1
     store.close()
+
+
+def _exit_code(pid: int, within: float = 60.0) -> int:
+    """A child's exit code; a child still running after ``within`` seconds is killed, and the
+    test fails."""
+    deadline = time.monotonic() + within
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"the forked child {pid} hangs")
+        time.sleep(0.005)
+
+
+def test_a_fork_while_other_threads_flush_write_and_read(tmp_path: Path) -> None:
+    """py-lmdb's close() waits for the environment's calls under way in other threads, and a
+    child counts the calls it inherited forever: a fork waits for the periodic flush, and a
+    child closes what it inherited without waiting on a read of the parent's. Each child opens
+    the store again (or, if a read of the parent's was under way, says it cannot)."""
+    import threading
+
+    path = tmp_path / "s.lmdb"
+    store = Store.open(path, durability="nosync", flush_interval=0.001)  # flushing all along
+    frontier, stop = store.frontier(), threading.Event()
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set():
+            with store.transaction():
+                frontier.push_many(Seed.get(f"https://h{i % 50}.test/{i}/{j}") for j in range(20))
+            i += 1
+
+    def read() -> None:
+        while not stop.is_set():
+            frontier.stats()
+
+    threads = [threading.Thread(target=write), threading.Thread(target=read)]
+    for thread in threads:
+        thread.start()
+    codes = []
+    try:
+        for _ in range(30):
+            pid = os.fork()
+            if pid == 0:
+                code = 2
+                try:
+                    with Store.open(path, durability="nosync") as again:
+                        len(again.frontier())
+                    code = 0
+                except StoreError as exc:
+                    code = 3 if "forked from" in str(exc) else 2
+                finally:
+                    os._exit(code)
+            codes.append(_exit_code(pid))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        store.close()
+    assert set(codes) <= {0, 3} and codes.count(0) > 0, codes

@@ -192,6 +192,9 @@ class Engine:
             self.env.close()
             raise
         self._stop = threading.Event()
+        #: Held by the flushing thread while it syncs, and by a fork (``registry``): a child
+        #: must not inherit an LMDB call under way in another thread.
+        self.syncing = threading.Lock()
         self._flusher: threading.Thread | None = None
         if durability is Durability.NOSYNC and not readonly:
             self._flusher = threading.Thread(
@@ -619,7 +622,8 @@ class Engine:
     def _flush_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):
             try:
-                self.env.sync(True)
+                with self.syncing:
+                    self.env.sync(True)
             except lmdb.Error as exc:  # a flush that failed: no write after it is trusted
                 if _IO_ERROR in str(exc) or isinstance(exc, lmdb.PanicError):
                     self.failure = self.failure or f"a periodic flush: {exc}"
