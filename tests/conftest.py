@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,14 @@ from crawlstore.frontier import Frontier
 
 STORAGES = ["memory", "store", "redis"]
 _namespaces = itertools.count()
+#: Seconds the whole run may take: then every thread's stack is printed and the run ends, so a
+#: run that hangs where a test's own timeout cannot reach (pyproject's ``timeout``) still ends
+#: with the reason, within CI's 90 minutes.
+SESSION_LIMIT = 80 * 60
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    faulthandler.dump_traceback_later(SESSION_LIMIT, exit=True)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
