@@ -145,10 +145,7 @@ def crawl_loop(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -
 
 
 def push_pop(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> list[Table]:
-    from .contenders.crawlstore_ import GROUP_COMMIT_CONTENDERS
-
-    classes = [c for c in crawl_contenders()  # the "by hand" and group-commit rows: loop only
-               if not issubclass(c, StoreByHand) and c not in GROUP_COMMIT_CONTENDERS]  # fmt: skip
+    classes = [c for c in crawl_contenders() if not c.loop_only]
     tables = []
     for what in ("push", "pop"):
         for grouped in (False, True):

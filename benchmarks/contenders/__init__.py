@@ -10,7 +10,8 @@ place kept for the group-commit API: ``frontier.worker()`` with pages in flight)
 
 The hand-written frontiers the contenders drive are here too, their one copy in the
 benchmarks: ``floor.LmdbFloor`` and ``floor.FloorSeen`` (raw py-lmdb) and
-``sqlite_.SqliteFrontier``; ``benchmarks.store`` and the suite's workloads import them.
+``sqlite_.SqliteFrontier`` (one FIFO queue) and ``sqlite_hosts.SqliteHosts`` (host queues);
+``benchmarks.store`` and the suite's workloads import them.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class Contender:
     #: contenders with many pages in flight need enough for their start to be amortised.
     trial_pages: int = 0
     grouping: bool = True  # can group operations into one commit (push/pop workloads)
+    loop_only: bool = False  # a way to run the crawl loop only: not in the push/pop workloads
     note: str = ""  # what the row does, for the tables
 
     def open(self, path: str) -> None:
@@ -91,7 +93,7 @@ class Contender:
 
 
 def _registry() -> list[type[Contender]]:
-    from . import crawlstore_, floor, others, scrapy_, sqlite_
+    from . import crawlstore_, floor, others, scrapy_, sqlite_, sqlite_hosts
 
     return [
         scrapy_.ScrapyJobdir,  # the baseline of the crawl loop
@@ -99,11 +101,14 @@ def _registry() -> list[type[Contender]]:
         scrapy_.ScrapyMemory,
         sqlite_.SqliteNormal,
         sqlite_.SqliteFull,
+        sqlite_hosts.SqliteHostsNormal,
+        sqlite_hosts.SqliteHostsFull,
         others.PersistQueue,
         others.Queuelib,
         others.DiskcacheCrawler,
         floor.LmdbFloorSafe,
         floor.LmdbFloorNosync,
+        floor.LmdbFloorBatched,
         crawlstore_.InMemory,
         crawlstore_.StoreSafe,
         crawlstore_.StoreNosync,

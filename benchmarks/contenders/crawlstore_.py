@@ -161,6 +161,7 @@ class StoreByHand(StoreSafe):
     key = "crawlstore-by-hand"
     label = f'crawlstore Store "{SAFE}", by hand: pop_many({BY_HAND}), one transaction'
     syncs = False  # two commits per 64 pages
+    loop_only = True
     note = f"pop_many({BY_HAND}) (commit), then {BY_HAND} reports + links in one transaction"
 
     def crawl(self, pages: int, links_of: LinksOf, probe: Probe = NULL_PROBE) -> None:
@@ -192,6 +193,7 @@ class WorkerAsync(StoreSafe):
     awaits a seed, builds its links, and awaits ``finish`` (its commit)."""
 
     key = "crawlstore-worker-async"
+    loop_only = True
     trial_pages = 16 * IN_FLIGHT
     label = f'crawlstore Store "{SAFE}", async_worker(), {IN_FLIGHT} pages in flight'
     syncs = True  # an fsync a group
@@ -223,6 +225,7 @@ class WorkerThreads(StoreSafe):
     """The group-commit API from threads: 64 threads share ``frontier.worker()``."""
 
     key = "crawlstore-worker-threads"
+    loop_only = True
     trial_pages = 16 * IN_FLIGHT
     label = f'crawlstore Store "{SAFE}", worker(), {IN_FLIGHT} threads'
     syncs = True

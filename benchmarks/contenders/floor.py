@@ -224,3 +224,41 @@ class LmdbFloorNosync(LmdbFloorSafe):
     sync = False
     label = "raw py-lmdb floor, sync=False (the store's no-sync flags)"
     syncs = False
+
+
+#: Pages to a transaction in the batched floor, as ``pop_many(64)`` in the store's plain loop.
+FLOOR_BATCH = 64
+
+
+class LmdbFloorBatched(LmdbFloorSafe):
+    """The floor of the store's plain loop: lease 64 seeds (a commit), then one transaction
+    that drops their leases and pushes their links, ``sync=True``."""
+
+    key = "lmdb-floor-64"
+    label = f"raw py-lmdb floor, sync=True, {FLOOR_BATCH} pages a transaction"
+    syncs = False  # two commits per 64 pages
+    loop_only = True
+    note = f"lease {FLOOR_BATCH} (commit), then their reports + links in one transaction"
+
+    def crawl(self, pages: int, links_of: LinksOf, probe: Probe = NULL_PROBE) -> None:
+        fl, get = self.floor, Seed.get
+        begin, release, lease, push = fl.env.begin, fl.release, fl.lease, fl.push
+        popped, acked = probe.popped, probe.acked
+        i = 0
+        while i < pages:
+            with begin(write=True) as txn:
+                cursor = txn.cursor(db=fl.queue)
+                leased = [lease(txn, cursor) for _ in range(min(FLOOR_BATCH, pages - i))]
+                fl.commit_records(txn)
+            urls = [str(record[1]) for _, record in leased]
+            for url in urls:
+                popped(url)
+            links = [get(u) for j in range(len(leased)) for u in links_of(i + j)]
+            with begin(write=True) as txn:
+                for key, _ in leased:
+                    release(txn, key)
+                push(txn, links)
+                fl.commit_records(txn)
+            for j, url in enumerate(urls):
+                acked(i + j, url)
+            i += len(leased)
