@@ -40,31 +40,34 @@ def targets(workloads: dict[str, Any]) -> list[tuple[str, str, str, bool | None]
         out.append((what, f">= {goal:g}x", f"{got:.2f}x" if got else "not measured",
                     None if got is None else got >= goal))  # fmt: skip
 
-    ratio("crawl loop, async_worker() in \"safe\", 64 in flight, vs Scrapy JOBDIR",
-          "crawlstore-worker-async", "scrapy-jobdir", 3)  # fmt: skip
-    ratio("crawl loop, worker() in \"safe\", 64 threads, vs Scrapy JOBDIR",
-          "crawlstore-worker-threads", "scrapy-jobdir", 3)  # fmt: skip
-    ratio("crawl loop, a page a transaction in \"nosync\", vs Scrapy JOBDIR",
-          "crawlstore-nosync", "scrapy-jobdir", 1.5)  # fmt: skip
+    ratio("crawl loop, async_worker(), 64 in flight, vs hand-written SQLite NORMAL with host "
+          "queues", "crawlstore-worker-async", "sqlite-hosts-normal", 1)  # fmt: skip
+    ratio("crawl loop, the plain loop (pop_many(64), one transaction) in \"safe\", vs the raw "
+          "py-lmdb floor 64 pages a transaction", "crawlstore-by-hand", "lmdb-floor-64",
+          0.5)  # fmt: skip
     ratio("crawl loop, InMemFrontier, vs Scrapy memory queues",
-          "crawlstore-memory", "scrapy-memory", 2)  # fmt: skip
-    for base, name in (("sqlite-normal", "SQLite WAL NORMAL, a transaction a page"),
-                       ("persist-queue", "persist-queue SQLiteAckQueue")):  # fmt: skip
-        ratio(f"crawl loop, async_worker() in \"safe\", vs {name}",
-              "crawlstore-worker-async", base, 3)  # fmt: skip
+          "crawlstore-memory", "scrapy-memory", 5)  # fmt: skip
+    counted = _rows(workloads, "calls").get("crawlstore-by-hand")
+    if counted and counted["extra"].get("calls a page"):
+        got = float(counted["extra"]["calls a page"].replace(",", ""))
+        out.append(("Python calls a page, the plain loop", "<= 400", f"{got:,.0f}", got <= 400))
     direct = _rows(workloads, "scrapy-scheduler")
-    for base, name, goal in (("scrapy-jobdir", "JOBDIR's disk queues", 1),
-                             ("scrapy-jobdir-sqlite", "the SQLite disk queue", 5)):  # fmt: skip
-        ratio(f"Scrapy scheduler driven directly, crawlstore.scrapy.Scheduler vs {name}",
-              "crawlstore", base, goal, direct)  # fmt: skip
+    ratio("Scrapy scheduler driven directly, crawlstore.scrapy.Scheduler vs JOBDIR's disk queues",
+          "crawlstore", "scrapy-jobdir", 1, direct)  # fmt: skip
+    whole = _rows(workloads, "scrapy-crawl")
+    ratio("a whole Scrapy crawl of the benchmark site, crawlstore's scheduler vs JOBDIR",
+          "crawlstore", "scrapy-jobdir", 1, whole)  # fmt: skip
     put = _rows(workloads, "urlfrontier-put")
-    ratio("URL Frontier service, PutDiscovered in batches of 256, vs push_many of them in process",
-          "put-discovered", "inproc-256", 0.5, put)  # fmt: skip
     ratio("URL Frontier service, one PutURLs stream, vs push_many of 256 in process",
           "put-urls-1", "inproc-256-s", 0.3, put)  # fmt: skip
     got = _rows(workloads, "urlfrontier-get")
     ratio("URL Frontier service, GetURLs 10 queues x 10 URLs of 1,000, vs pop_many in process",
           "get-10x10@1e3", "inproc-10x10@1e3", 0.5, got)  # fmt: skip
+    for size in ("1e3", "1e4"):
+        capped = _per_op(got, f"get-capped@{size}")
+        if capped is not None:
+            what = f"URL Frontier service, GetURLs with every due queue at its cap, {size} queues"
+            out.append((what, "<= 5 ms", f"{capped * 1e3:.1f} ms", capped <= 0.005))
     scaling = workloads.get("scaling")
     if scaling:
         sizes = sorted({row["key"].rsplit("@", 1)[1] for row in scaling["rows"]},
@@ -76,7 +79,7 @@ def targets(workloads: dict[str, Any]) -> list[tuple[str, str, str, bool | None]
             if a and b and a.get("median_per_op") and b.get("median_per_op"):
                 kept = a["median_per_op"] / b["median_per_op"]
                 out.append((f"scaling, {key}: throughput at {large} queued / at {small}",
-                            ">= 0.60", f"{kept:.2f}", kept >= 0.6))  # fmt: skip
+                            ">= 0.80", f"{kept:.2f}", kept >= 0.8))  # fmt: skip
     opened = workloads.get("open")
     if opened:
         store_rows = [r for r in opened["rows"] if r["key"].startswith("crawlstore")]
@@ -105,6 +108,17 @@ def targets(workloads: dict[str, Any]) -> list[tuple[str, str, str, bool | None]
     return out
 
 
+def beside(workloads: dict[str, Any]) -> list[tuple[str, str]]:
+    """What is reported beside the targets: (what, measured)."""
+    crawl, out = _rows(workloads, "crawl"), []
+    for key, what in (("crawlstore-worker-async", "async_worker(), 64 in flight"),
+                      ("crawlstore-worker-threads", "worker(), 64 threads")):  # fmt: skip
+        got = _speedup(crawl, key, "scrapy-jobdir")
+        if got is not None:
+            out.append((f"crawl loop, {what}, vs Scrapy JOBDIR", f"{got:.2f}x"))
+    return out
+
+
 def main() -> None:
     paths = [Path(p) for p in sys.argv[1:]] or [
         RESULTS / "results.json",
@@ -118,6 +132,8 @@ def main() -> None:
     for what, goal, measured, met in targets(workloads):
         mark = "yes" if met else ("**no**" if met is not None else "?")
         print(f"| {what} | {goal} | {measured} | {mark} |")
+    for what, measured in beside(workloads):
+        print(f"| {what} (reported, not a target) | | {measured} | |")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Any
 from crawlstore import BloomSeen, Fingerprint, InMemSeen, InMemValidators, Seed, Store, Validator
 
 from . import crash
+from .calls import calls
 from .contenders import Contender, crawl_contenders
 from .contenders.crawlstore_ import NOSYNC, SAFE, STORE_FILE, StoreByHand, StoreNosync, StoreSafe
 from .contenders.sqlite_ import DB_FILE, SqliteFrontier
@@ -687,6 +688,7 @@ def redis_(plan: Plan, scratch: Scratch, progress: Progress, ctx: Context) -> li
 
 WORKLOADS: dict[str, Callable[[Plan, Scratch, Progress, Context], list[Table]]] = {
     "crawl": crawl_loop,
+    "calls": calls,
     "push-pop": push_pop,
     "seen": seen_sets,
     "open": open_time,

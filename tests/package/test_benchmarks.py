@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-WORKLOADS = ["crawl", "push-each", "push-grouped", "pop-each", "pop-grouped", "seen-1e4",
+WORKLOADS = ["crawl", "calls", "push-each", "push-grouped", "pop-each", "pop-grouped", "seen-1e4",
              "open", "scaling", "seeds", "validators", "scrapy-scheduler", "scrapy-resume",
              "scrapy-crawl", "urlfrontier-put", "urlfrontier-get",
              "urlfrontier-processes", "redis-push", "redis-pop", "redis-spread",
