@@ -400,3 +400,25 @@ def test_a_fork_while_other_threads_flush_write_and_read(tmp_path: Path) -> None
             thread.join()
         store.close()
     assert set(codes) <= {0, 3} and codes.count(0) > 0, codes
+
+
+def test_a_fork_during_an_export_keeps_the_parent_s_snapshot(tmp_path: Path) -> None:
+    """An export reads one snapshot across its records; a child forked meanwhile (its exit
+    included) must not end that snapshot in the reader table it shares with the parent, or a
+    writer could reuse the pages the export still reads."""
+    from crawlstore.storages._lmdb.registry import registry
+
+    store = Store.open(tmp_path / "s.lmdb", durability="nosync")
+    store.frontier().push_many(Seed.get(f"https://a.test/{i}") for i in range(3))
+    (engine,) = registry.values()
+    export = store.export()
+    next(export)  # the snapshot is open, between two records
+    readers = engine.env.readers().strip().splitlines()[1:]
+    assert len(readers) == 1
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)  # the child's at-fork handler has run: it dropped what it inherited
+    assert _exit_code(pid) == 0
+    assert engine.env.readers().strip().splitlines()[1:] == readers
+    assert len(list(export)) > 0
+    store.close()

@@ -22,6 +22,8 @@ registry_lock = threading.Lock()
 _forking: list[Engine] = []
 #: How long a forked child waits for an inherited environment to close (see ``_drop``).
 CLOSE_WAIT = 5.0
+#: Environments a forked child inherited with a parent's read snapshot open: never freed.
+_KEPT: list[lmdb.Environment] = []
 
 
 def _before_fork() -> None:
@@ -68,12 +70,16 @@ def _after_fork_in_child() -> None:
     afresh (LMDB refuses a second environment on a file in one process, and an inherited one
     must not be used). What the parent opened raises ``StoreError`` in the child.
 
-    py-lmdb's ``close()`` waits for the environment's calls under way in other threads, and
-    a read in another thread of the parent (a read takes no lock here) leaves one the child
-    counts forever: the environments are closed in a thread of their own, and a child whose
-    close has not ended after ``CLOSE_WAIT`` goes on without it (the file it inherited then
-    cannot be opened again in this child, which says so)."""
-    envs = [engine.env for engine in reversed(_forking)]
+    An environment in which the parent holds a read snapshot across calls (an export) is never
+    closed here, nor freed: closing it would end that snapshot in the reader table the parent
+    shares, and a writer could then reuse the pages the parent's export still reads. The child
+    cannot open that file again (it says so). The others are closed in a thread of their own:
+    py-lmdb's ``close()`` waits for the environment's calls under way in other threads of the
+    parent that no lock here holds off (a size query, say), which a child counts forever; a
+    child whose close has not ended after ``CLOSE_WAIT`` goes on without it."""
+    envs: list[lmdb.Environment] = []
+    for engine in reversed(_forking):
+        (_KEPT if engine.readers else envs).append(engine.env)
     _release(_forking)
     _forking.clear()
     registry.clear()
