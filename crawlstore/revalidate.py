@@ -42,8 +42,12 @@ class Revalidate:
         """The conditional headers for ``seed`` (none when nothing is stored)."""
         if not self.applies(seed):
             return {}
-        stored = self.validators.get(seed.fingerprint)
-        if stored is None:
+        return self.headers_of(seed, self.validators.get(seed.fingerprint))
+
+    def headers_of(self, seed: Seed, stored: Validator | None) -> dict[str, str]:
+        """The conditional headers for ``seed`` from ``stored``, its validators as read
+        already (``headers`` reads them)."""
+        if stored is None or not self.applies(seed):
             return {}
         headers = {}
         if stored.etag is not None:

@@ -219,6 +219,8 @@ class Worker:
         self._waiters: collections.deque[Future[Ready | None] | _Posted] = collections.deque()
         self._outbox = _Outbox(self._give_back)
         self._held: set[bytes] = set()  # lease tokens handed out, not yet finished
+        #: The stored validators of seeds leased ahead, by lease token (``stored_validator``).
+        self._stored: dict[bytes, Validator] = {}
         self._finished = False  # the frontier said Empty, nothing in flight: until a unit
         self._polled = False  # try_next() was called: keep seeds leased ahead without waiters
         self._wait_until: float | None = None
@@ -278,6 +280,15 @@ class Worker:
                 self._held.add(_token(ready))
             self._cond.notify()
         return ready
+
+    def stored_validator(self, ready: Ready) -> Validator | None:
+        """The validator stored for ``ready``'s page when this worker leased it (read in the
+        lease's transaction, on the writer thread), when the worker has ``validators``: a
+        caller that must not read the store, such as a Scrapy scheduler on the reactor
+        thread, makes its conditional request from it. Once a seed: a second call, or one
+        for a seed the worker did not lease, gives None."""
+        with self._cond:
+            return self._stored.pop(_token(ready), None)
 
     @property
     def ahead(self) -> int:
@@ -456,6 +467,7 @@ class Worker:
         while True:
             results: list[tuple[_Unit[Any], Any]] = []
             got: list[Ready] = []
+            stored: dict[bytes, Validator] = {}
             outlook: Any = None
             try:
                 with frontier.transaction():
@@ -481,6 +493,7 @@ class Worker:
                                 # Empty, or idle: unless in flight
                                 quiet = frontier.stats().in_flight == 0
                                 outlook = "empty" if quiet else Wait(frontier.clock() + self.poll)
+                    stored = self._read_validators(got)
             except _Unfused:  # one of the pages fails: nothing was written; one unit at a time
                 fuse = False
                 continue
@@ -505,7 +518,9 @@ class Worker:
             for unit, value in results:
                 if unit.token is not None:
                     self._held.discard(unit.token)
+                    self._stored.pop(unit.token, None)
                 unit.future.set_result(value)
+            self._stored.update(stored)
             if results:
                 self._finished = False  # a unit may have pushed links: look again
                 self._wait_until = None
@@ -519,6 +534,14 @@ class Worker:
         self._outbox.send()
         if tell:
             self._notify()  # type: ignore[misc]
+
+    def _read_validators(self, got: list[Ready]) -> dict[bytes, Validator]:
+        """The stored validators of the seeds just leased, by lease token."""
+        validators = self.validators
+        if validators is None or not got:
+            return {}
+        found = ((_token(ready), validators.get(ready.seed.fingerprint)) for ready in got)
+        return {token: validator for token, validator in found if validator is not None}
 
     def _fail_group(self, units: list[_Unit[Any]], exc: Exception) -> None:
         """The group's commit failed outside its units: nothing of it was written. Its

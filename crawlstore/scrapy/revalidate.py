@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
-from ..errors import InvalidSeed
-from ..seed import Seed
 from .scheduler import NOT_MODIFIED, REVALIDATED, scheduler_of
 from .settings import CrawlstoreSettings
 
@@ -46,14 +44,15 @@ class RevalidateMiddleware:
         return cls(crawler)
 
     def process_request(self, request: Request, spider: Any = None) -> None:
+        """Add the headers from the validators the scheduler read with the request's lease
+        (this runs on the reactor thread, which never waits for the store)."""
         scheduler = scheduler_of(self.crawler)
         if scheduler is None or request.method not in ("GET", "HEAD"):
             return
-        try:
-            seed = Seed(request.method, request.url, body=request.body)
-        except (InvalidSeed, ValueError):
-            return
-        for name, value in scheduler.revalidate.headers(seed).items():
+        headers = scheduler.conditional_headers(request)
+        if headers is None:
+            return  # not a request the scheduler leased: nothing is known of it
+        for name, value in headers.items():
             if name not in request.headers:
                 request.headers[name] = value
         request.meta[REVALIDATED] = True

@@ -155,6 +155,8 @@ class _Held:
 
     ready: Ready
     state: str = "downloading"
+    #: Its page's validators as stored when it was leased (read on the writer's thread).
+    validator: Validator | None = None
 
 
 class Scheduler:
@@ -281,7 +283,7 @@ class Scheduler:
             assert ready.lease is not None
             token = ready.lease.token.hex()
             request.meta[LEASE] = token
-            self._held[token] = _Held(ready)
+            self._held[token] = _Held(ready, validator=self.worker.stored_validator(ready))
             self._inc("scheduler/dequeued/disk")
             self._inc("scheduler/dequeued")
             self._inc("crawlstore/leased")
@@ -417,6 +419,15 @@ class Scheduler:
         self._inc("dupefilter/filtered")
 
     # -- leases ---------------------------------------------------------------------------------
+
+    def conditional_headers(self, request: Request) -> dict[str, str] | None:
+        """The conditional headers of a request this scheduler handed out, from the validators
+        read with its lease (the reactor thread never reads the store); None for a request it
+        did not hand out."""
+        held = self._held_of(request)
+        if held is None or held.state != "downloading":
+            return None
+        return self.revalidate.headers_of(held.ready.seed, held.validator)
 
     def _held_of(self, request: Request) -> _Held | None:
         token = request.meta.get(LEASE)

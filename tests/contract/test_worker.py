@@ -168,6 +168,35 @@ def test_validators_join_the_unit(tmp_path: Path) -> None:
             worker.finish(Done(ready.seed), validator=Validator(etag='"v2"'))
 
 
+def test_a_lease_brings_its_stored_validator_read_on_the_writer_thread(tmp_path: Path) -> None:
+    """A caller that must not read the store (Scrapy's reactor thread) gets a leased page's
+    stored validator from the worker, which read it in the lease's transaction."""
+    import threading
+
+    with Store.open(tmp_path / "s.lmdb", durability="nosync") as store:
+        frontier = store.frontier()
+        validators = store.validators()
+        frontier.push_many([seed("old"), seed("new")])
+        validators.put(seed("old").fingerprint, Validator(etag='"v1"'))
+        reads: list[str] = []
+        get = validators.get
+
+        def spied(fp: bytes) -> Validator | None:
+            reads.append(threading.current_thread().name)
+            return get(fp)
+
+        validators.get = spied  # type: ignore[method-assign]
+        with frontier.worker(validators=validators) as worker:
+            readies = {r.seed.url: r for r in (worker.next(), worker.next()) if r is not None}
+            old, new = readies[seed("old").url], readies[seed("new").url]
+            assert worker.stored_validator(old) == Validator(etag='"v1"')
+            assert worker.stored_validator(old) is None  # once a seed
+            assert worker.stored_validator(new) is None  # nothing stored
+            for ready in (old, new):
+                worker.finish(Done(ready.seed)).result(10)
+        assert reads and set(reads) == {"crawlstore-writer"}
+
+
 def test_a_closed_worker_refuses_work(make_frontier: MakeFrontier) -> None:
     frontier = make_frontier()
     worker = frontier.worker()
