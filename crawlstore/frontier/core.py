@@ -105,6 +105,15 @@ def set_defaults(storage: spi.Storage, **changes: Any) -> Defaults:
     return storage.run(write)
 
 
+def _capped(q: QueueRecord, max_in_flight: int, now: float) -> bool:
+    """Whether ``q`` has ``max_in_flight`` seeds in flight or more, with no schedule due and no
+    lease expired: a pop with that cap takes nothing from it, and would change nothing of it
+    (its place in the index included: it is ready as it was)."""
+    return (q.in_flight >= max_in_flight and not q.stale
+            and (q.due_at is None or q.due_at > now)
+            and (q.expiry_at is None or q.expiry_at > now))  # fmt: skip
+
+
 class CoreFrontier(FrontierCore):
     """A crawl's frontier over a storage. Every operation is one write unit of the storage
     (or joins the caller's transaction); the crawl's policy is the storage's, read when the
@@ -490,6 +499,8 @@ class CoreFrontier(FrontierCore):
                 self.storage.prefetch(crawl, (), [q.key for q in fresh])
             for q in fresh:
                 visited.add(q.key)
+                if max_in_flight is not None and _capped(q, max_in_flight, now):
+                    continue  # no room for this call, nothing to maintain: left as it is
                 self._maintain(crawl, q, now)
                 policy = self._effective(crawl, q)
                 at = ready_at(q.queued, q.in_flight, finished_count(q), q.last, policy)
