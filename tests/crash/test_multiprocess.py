@@ -410,7 +410,7 @@ def test_a_fork_during_an_export_keeps_the_parent_s_snapshot(tmp_path: Path) -> 
 
     store = Store.open(tmp_path / "s.lmdb", durability="nosync")
     store.frontier().push_many(Seed.get(f"https://a.test/{i}") for i in range(3))
-    (engine,) = registry.values()
+    engine = registry[str((tmp_path / "s.lmdb").resolve())]
     export = store.export()
     next(export)  # the snapshot is open, between two records
     readers = engine.env.readers().strip().splitlines()[1:]
