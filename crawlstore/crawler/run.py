@@ -178,7 +178,7 @@ class _Run:
                 return
             self.begun += 1
             try:
-                unit = await self._fetch(seed)
+                unit = await self._fetch(seed, self.worker.stored_validator(ready))
             except asyncio.CancelledError:
                 await self.worker.finish(Cancelled(seed))
                 self.counts.cancelled += 1
@@ -190,7 +190,9 @@ class _Run:
                 await commit  # the page's unit is queued: see it committed, then stop
                 raise
 
-    async def _fetch(self, seed: Seed) -> _Unit:
+    async def _fetch(self, seed: Seed, stored: Validator | None) -> _Unit:
+        """Fetch ``seed``, conditionally on ``stored`` (its validators, read with its lease:
+        the event loop never reads the store)."""
         at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         page: Page = {"url": seed.url, "depth": seed.depth, "at": at}
         if self.robots is not None:
@@ -202,8 +204,9 @@ class _Run:
                 return _Unit(Retry(seed), {**page, "outcome": "retry", "error": str(exc)})
         started = time.perf_counter()
         try:
-            response = await self.client.send(build_request(self.client, seed, self.revalidate),
-                                              stream=True)  # fmt: skip
+            request = build_request(self.client, seed)
+            request.headers.update(self.revalidate.headers_of(seed, stored))
+            response = await self.client.send(request, stream=True)
             try:
                 body, truncated = await _read(response, self.options.max_bytes)
             finally:

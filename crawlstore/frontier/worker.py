@@ -665,6 +665,11 @@ class AsyncWorker:
         """Make the writer look at the frontier now (after a ``ManualClock`` moved, say)."""
         self._worker.wake()
 
+    def stored_validator(self, ready: Ready) -> Validator | None:
+        """``Worker.stored_validator``: the validator read with ``ready``'s lease, so that the
+        event loop makes a conditional request without reading the store."""
+        return self._worker.stored_validator(ready)
+
     async def aclose(self) -> None:
         """Commit the units queued and give back the seeds never handed out (``async with``)."""
         await asyncio.get_running_loop().run_in_executor(None, self._worker.close)
