@@ -111,8 +111,8 @@ class Seed:
     """
 
     __slots__ = (
-        "_fp", "_lease", "attempt", "body", "depth", "headers", "meta", "method", "priority",
-        "tag", "url",
+        "attempt", "body", "depth", "fingerprint", "headers", "lease", "meta", "method",
+        "priority", "tag", "url",
     )  # fmt: skip
 
     method: str
@@ -124,10 +124,12 @@ class Seed:
     depth: int
     attempt: int
     meta: Mapping[str, Any]
-    _fp: Fingerprint | None
-    #: The lease a storage handed this seed out under (not part of the value): a report ends
-    #: exactly that lease, never another worker's after this one expired.
-    _lease: Lease | None
+    #: The page's identity for dedup, leases and validators.
+    fingerprint: Fingerprint
+    #: The lease this seed was handed out under (None for a seed never popped, or copied from a
+    #: record); not part of the value. A report ends exactly that lease, never another
+    #: worker's after this one expired.
+    lease: Lease | None
 
     def __init__(
         self,
@@ -181,6 +183,8 @@ class Seed:
         _set_depth(self, depth)
         _set_attempt(self, attempt)
         _set_meta(self, meta)
+        if fp is None:  # a body changed: the fingerprint anew
+            fp = fingerprint_canonical(method, canonical_of(parse_http_url(url)), body)
         _set_fp(self, fp)
         _set_lease(self, None)
 
@@ -193,9 +197,9 @@ class Seed:
         return new
 
     @classmethod
-    def _trusted(cls, record: Any, fp: bytes | None = None) -> Seed:
+    def _trusted(cls, record: Any, fp: bytes | None = None, lease: Lease | None = None) -> Seed:
         """Rebuild a seed that this library stored itself: no URL parsing (``ValueError`` or
-        ``TypeError`` on a malformed record; callers name the record)."""
+        ``TypeError`` on a malformed record; callers name the record), under ``lease``."""
         method, url, headers, body, tag, priority, depth, attempt, *rest = record
         if not (isinstance(url, str) and isinstance(body, bytes) and isinstance(priority, int)):
             raise TypeError(f"malformed seed record: {record!r}")
@@ -213,6 +217,8 @@ class Seed:
             meta,
             fp if fp is None or type(fp) is Fingerprint else _fingerprint(fp),
         )
+        if lease is not None:
+            _set_lease(new, lease)
         return new
 
     # -- builders -------------------------------------------------------------------------------
@@ -221,8 +227,8 @@ class Seed:
         new = object.__new__(Seed)
         fields = {name: getattr(self, name) for name in _FIELDS}
         fields.update(changes)
-        new._init(**fields, fp=self._fp if "body" not in changes else None)
-        object.__setattr__(new, "_lease", self._lease)  # the same request, the same lease
+        new._init(**fields, fp=self.fingerprint if "body" not in changes else None)
+        _set_lease(new, self.lease)  # the same request, the same lease
         return new
 
     def with_tag(self, tag: Tag | None) -> Seed:
@@ -259,29 +265,12 @@ class Seed:
         if lease is not None and not isinstance(lease, Lease):
             raise TypeError(f"expected a Lease, not {type(lease).__name__}")
         new = object.__new__(Seed)  # the same fields: copied as they are, not checked again
-        for name in _VALUE_SLOTS:
-            object.__setattr__(new, name, getattr(self, name))
-        object.__setattr__(new, "_lease", lease)
+        new._init(self.method, self.url, self.headers, self.body, self.tag, self.priority,
+                  self.depth, self.attempt, self.meta, self.fingerprint)  # fmt: skip
+        _set_lease(new, lease)
         return new
 
-    @property
-    def lease(self) -> Lease | None:
-        """The lease this seed was handed out under (None for a seed never popped, or copied
-        from a record)."""
-        return self._lease
-
     # -- identity -------------------------------------------------------------------------------
-
-    @property
-    def fingerprint(self) -> Fingerprint:
-        """The page's identity for dedup, leases and validators."""
-        fp = self._fp
-        if fp is None:
-            fp = fingerprint_canonical(
-                self.method, canonical_of(parse_http_url(self.url)), self.body
-            )
-            object.__setattr__(self, "_fp", fp)
-        return fp
 
     def _key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in _FIELDS)
@@ -302,7 +291,7 @@ class Seed:
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Seeds cross process boundaries (multiprocessing) as their record."""
-        return (Seed._trusted, (self.to_record(), self._fp))
+        return (Seed._trusted, (self.to_record(), self.fingerprint))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Seed is immutable; use with_{name}()")
@@ -322,7 +311,7 @@ class Seed:
         return [
             self.method,
             self.url,
-            [list(h) for h in self.headers],
+            [list(h) for h in self.headers] if self.headers else [],
             self.body,
             self.tag,
             self.priority,
@@ -362,7 +351,7 @@ _set_method, _set_url, _set_headers, _set_body, _set_tag = (
     Seed.__dict__[name].__set__ for name in _FIELDS[:5]
 )
 _set_priority, _set_depth, _set_attempt, _set_meta, _set_fp, _set_lease = (
-    Seed.__dict__[name].__set__ for name in (*_FIELDS[5:], "_fp", "_lease")
+    Seed.__dict__[name].__set__ for name in (*_FIELDS[5:], "fingerprint", "lease")
 )
 
 
@@ -372,8 +361,6 @@ def _fingerprint(raw: bytes) -> Fingerprint:
         raise ValueError(f"a fingerprint is 16 bytes, got {len(raw)}")
     return bytes.__new__(Fingerprint, raw)
 
-
-_VALUE_SLOTS = tuple(name for name in Seed.__slots__ if name != "_lease")
 
 _DEFAULTS: dict[str, object] = {
     "headers": (),

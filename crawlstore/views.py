@@ -35,6 +35,14 @@ def _is_fp(fp: object) -> TypeGuard[bytes]:
     return isinstance(fp, bytes) and len(fp) == 16
 
 
+def _all_fps(fps: Sequence[object]) -> TypeGuard[Sequence[bytes]]:
+    """Whether each is a fingerprint (one call for a batch of ``Fingerprint`` values)."""
+    return {*map(type, fps)} <= _FINGERPRINT or all(map(_is_fp, fps))
+
+
+_FINGERPRINT = {Fingerprint}
+
+
 def _check(fp: object) -> bytes:
     if not _is_fp(fp):
         raise TypeError(f"a fingerprint is 16 bytes: {fp!r:.100}")
@@ -83,7 +91,7 @@ class _Seen(_CrawlView):
 
     def insert_many(self, fps: Sequence[bytes]) -> int:
         """Record each fingerprint, in one write; how many were not seen before."""
-        if not all(isinstance(fp, bytes) and len(fp) == 16 for fp in fps):
+        if not _all_fps(fps):
             for fp in fps:
                 _check(fp)  # raises, naming the first that is not a fingerprint
         return self._storage.run(lambda: self._insert(fps)) if fps else 0
@@ -130,7 +138,7 @@ class StoreSeen(_Seen):
         """Whether each fingerprint was seen, in one read."""
 
         def read(ref: Any) -> list[bool]:
-            good = [fp for fp in fps if _is_fp(fp)]
+            good = fps if _all_fps(fps) else [fp for fp in fps if _is_fp(fp)]
             if not good:
                 return [False] * len(fps)
             self._kind(ref, write=False)
@@ -227,7 +235,7 @@ class StoreBloomSeen(_Seen):
 
         def read(ref: Any) -> list[bool]:
             self._meta(ref)
-            good = [fp for fp in fps if _is_fp(fp)]
+            good = fps if _all_fps(fps) else [fp for fp in fps if _is_fp(fp)]
             wanted = self._where(good)
             found = self._bits(ref, wanted)
             has = {fp: all(found[(part, p)] for p in positions)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import replace
 from typing import Any, Protocol
@@ -54,7 +55,7 @@ from .protocol import (
     Upcoming,
     Wait,
     check_limit,
-    check_reason,
+    check_reasons,
     check_report,
     check_seed,
     check_seeds,
@@ -78,6 +79,10 @@ from .spi import (
 
 __all__ = ["CoreFrontier", "set_defaults"]
 
+#: Each reason's counter, and its answer (an ``Admission`` is a frozen value: one serves all).
+_REFUSED = {reason: "refused:" + reason.value for reason in Reason}
+_REFUSALS = {reason: Admission(reason) for reason in Reason}
+_DUPLICATE = _REFUSALS[Reason.DUPLICATE]
 #: Queues looked at per index read while popping.
 _BATCH = 32
 #: The state a final report leaves a URL in (a Retry that no retry facade took: failed).
@@ -320,6 +325,16 @@ class CoreFrontier(FrontierCore):
                     counts[name] = counts.get(name, 0) + n
         self.storage.add_totals(crawl, deltas)
 
+    @staticmethod
+    def _tally(totals: dict[str, int], q: QueueRecord | None, names: Iterable[str]) -> None:
+        """One more of each counter in ``names``: the queue's in place, the crawl's in
+        ``totals`` (a batch's, which its caller adds at once)."""
+        counts = q.counts if q is not None else None
+        for name in names:
+            totals[name] = totals.get(name, 0) + 1
+            if counts is not None and name in _QUEUE_COUNTS:
+                counts[name] = counts.get(name, 0) + 1
+
     # -- URLs going in and out of queues --------------------------------------------------------
 
     def _enqueue(self, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord, cls: int) -> None:
@@ -334,43 +349,81 @@ class CoreFrontier(FrontierCore):
         self.storage.save_url(crawl, q, url)
         q.queued += 1
 
-    def _admit(
-        self,
-        crawl: CrawlRecord,
-        seed: Seed,
-        now: float,
-        queues: dict[str, QueueRecord],
-        totals: dict[str, int],
-        new_only: bool = False,
-    ) -> Admission:
-        """Queue ``seed`` unless it is queued, in flight or scheduled already (``new_only``:
-        unless the crawl knows it at all); the crawl's counters change in ``totals`` (the
-        caller adds them once), the queue's in place."""
-        fp = seed.fingerprint
-        url = self.storage.url(crawl, fp)
-        if url is not None and (new_only or url.state in ACTIVE):
-            totals["refused:duplicate"] = totals.get("refused:duplicate", 0) + 1
-            return Admission(Reason.DUPLICATE)
-        # A URL stays in the queue it was first admitted to (a key function of its tag, say,
-        # could send it elsewhere when it is pushed again).
-        key = url.queue if url is not None else self._key_for(crawl, seed)
-        q = queues.get(key)
-        if q is None:
-            q = queues[key] = self._queue(crawl, key, now)
-        fresh = seed.with_lease(None) if seed.lease is not None else seed
-        counts = q.counts
-        if url is None:
-            url = UrlRecord(fp, fresh, QUEUED, key, None, now)
-        else:  # known and finished: crawled again
-            gauge = spi.FINISHED[url.state]
-            counts[gauge] = counts.get(gauge, 0) - 1
-            totals[gauge] = totals.get(gauge, 0) - 1
-            url.seed = fresh
-        self._enqueue(crawl, q, url, 1)
-        counts["admitted"] = counts.get("admitted", 0) + 1
-        totals["admitted"] = totals.get("admitted", 0) + 1
-        totals["queued"] = totals.get("queued", 0) + 1
-        return ACCEPTED
+    def _admit_many(
+        self, crawl: CrawlRecord, seeds: list[Seed], now: float, new_only: bool
+    ) -> list[Admission]:
+        """Queue each seed unless it is queued, in flight or scheduled already (``new_only``:
+        unless the crawl knows it at all), in one pass: the URLs read at once, each queue's
+        new entries written at once, the counters added once."""
+        storage = self.storage
+        key_of = key_function(crawl.policy.queues)
+        fps = [seed.fingerprint for seed in seeds]
+        keys = [key_of(seed) for seed in seeds]
+        if not all(type(key) is str for key in keys):
+            for key in keys:
+                if not isinstance(key, str):
+                    raise TypeError(f"a queue key is a str; the queue mode gave {key!r:.100}")
+        found = storage.find_urls(crawl, fps, keys)
+        queues: dict[str, QueueRecord] = {}
+        admitted: dict[str, list[tuple[Seed, UrlRecord]]] = {}
+        this_batch: dict[bytes, UrlRecord] = {}
+        totals: dict[str, int] = {}
+        out: list[Admission] = []
+        duplicates = 0
+        watch = self._watch
+        for seed, fp, key, url in zip(seeds, fps, keys, found, strict=True):
+            if fp in this_batch:
+                url = this_batch[fp]
+            if url is not None and (new_only or url.state in ACTIVE):
+                duplicates += 1
+                out.append(_DUPLICATE)
+                continue
+            # A URL stays in the queue it was first admitted to (a key function of its tag,
+            # say, could send it elsewhere when it is pushed again).
+            if url is not None:
+                key = url.queue
+            q = queues.get(key)
+            if q is None:
+                q = queues[key] = self._queue(crawl, key, now)
+            fresh = seed if seed.lease is None else seed.with_lease(None)
+            if url is None:
+                url = UrlRecord(fp, fresh, QUEUED, key, None, now)
+            else:  # known and finished: crawled again
+                gauge = spi.FINISHED[url.state]
+                q.counts[gauge] = q.counts.get(gauge, 0) - 1
+                totals[gauge] = totals.get(gauge, 0) - 1
+                url.seed = fresh
+            if watch is not None:
+                watch.enqueuing(url)
+            url.state, url.kind = QUEUED, None
+            this_batch[fp] = url
+            group = admitted.get(key)
+            if group is None:
+                group = admitted[key] = []
+            group.append((fresh, url))
+            out.append(ACCEPTED)
+        order = crawl.policy.order
+        seq = storage.next_seq(crawl, len(this_batch)) if this_batch else 0
+        for key, group in admitted.items():
+            q = queues[key]
+            for fresh, url in group:
+                url.where = queue_place(order, fresh, 1, seq)
+                seq += 1
+            storage.enqueue_many(crawl, q, [url for _, url in group])
+            n = len(group)
+            q.queued += n
+            q.counts["admitted"] = q.counts.get("admitted", 0) + n
+        n = len(this_batch)
+        if n:
+            totals["admitted"] = totals.get("admitted", 0) + n
+            totals["queued"] = n
+        if duplicates:
+            totals["refused:duplicate"] = duplicates
+        if totals:
+            storage.add_totals(crawl, totals)
+        for q in queues.values():
+            self._place(crawl, q, now)
+        return out
 
     def push(self, seed: Seed) -> Admission:
         return self.push_many([seed])[0]
@@ -381,19 +434,7 @@ class CoreFrontier(FrontierCore):
         batch = check_seeds(seeds)
 
         def _write() -> list[Admission]:
-            crawl = self.crawl_for_write()
-            now = self._clock()
-            queues: dict[str, QueueRecord] = {}
-            totals: dict[str, int] = {}
-            if len(batch) > 1:
-                keys = list({self._key_for(crawl, seed) for seed in batch})
-                self.storage.prefetch(crawl, [seed.fingerprint for seed in batch], keys)
-            admissions = [self._admit(crawl, seed, now, queues, totals, new_only) for seed in batch]
-            if totals:
-                self.storage.add_totals(crawl, totals)
-            for q in queues.values():
-                self._place(crawl, q, now)
-            return admissions
+            return self._admit_many(self.crawl_for_write(), batch, self._clock(), new_only)
 
         return self.storage.run(_write)
 
@@ -403,19 +444,16 @@ class CoreFrontier(FrontierCore):
 
     def refuse_many(self, reasons: list[Reason]) -> list[Admission]:
         """Count several refusals in one write (a facade's batch)."""
-        for reason in reasons:
-            check_reason(reason)
+        check_reasons(reasons)
         if not reasons:
             return []
-        deltas: dict[str, int] = {}
-        for reason in reasons:
-            deltas["refused:" + reason.value] = deltas.get("refused:" + reason.value, 0) + 1
+        deltas = {_REFUSED[reason]: n for reason, n in Counter(reasons).items()}
 
         def _write() -> None:
-            self._count(self.crawl_for_write(), None, **deltas)
+            self.storage.add_totals(self.crawl_for_write(), deltas)
 
         self.storage.run(_write)
-        return [Admission(reason) for reason in reasons]
+        return [_REFUSALS[reason] for reason in reasons]
 
     # -- popping --------------------------------------------------------------------------------
 
@@ -483,16 +521,23 @@ class CoreFrontier(FrontierCore):
         out: list[Ready] = []
         served = 0
         visited: set[str] = set()
+        stayed = 0  # queues visited that kept their place in the index (nothing taken)
         while len(out) < limit and (queues is None or served < queues):
             if only is not None:
                 q = self.storage.queue(crawl, only)
                 candidates = [q] if q is not None and only not in visited else []
-            else:  # past those visited (they may come again), twice as many each round: a
-                # pop that passes over many queues it cannot take from (at a cap) reads each
-                # a bounded number of times, not once a round
+                fresh = [q for q in candidates if q.key not in visited]
+            else:  # past those visited that kept their place (those that handed out a seed
+                # went behind), twice as many each round: a pop that passes over many queues
+                # it cannot take from (at a cap) reads each a bounded number of times, not
+                # once a round; when those read were all visited, past every one visited
                 wanted = min(_BATCH, limit - len(out))
-                candidates = self.storage.due_queues(crawl, now, 2 * len(visited) + wanted)
-            fresh = [q for q in candidates if q.key not in visited]
+                window = 2 * stayed + wanted
+                candidates = self.storage.due_queues(crawl, now, window)
+                fresh = [q for q in candidates if q.key not in visited]
+                if not fresh and len(candidates) == window:
+                    candidates = self.storage.due_queues(crawl, now, 2 * len(visited) + wanted)
+                    fresh = [q for q in candidates if q.key not in visited]
             if not fresh:
                 break
             if len(fresh) > 1:
@@ -500,6 +545,7 @@ class CoreFrontier(FrontierCore):
             for q in fresh:
                 visited.add(q.key)
                 if max_in_flight is not None and _capped(q, max_in_flight, now):
+                    stayed += 1
                     continue  # no room for this call, nothing to maintain: left as it is
                 self._maintain(crawl, q, now)
                 policy = self._effective(crawl, q)
@@ -523,6 +569,7 @@ class CoreFrontier(FrontierCore):
                     out.extend(taken)
                     took = len(taken)
                     served += took > 0
+                stayed += not took
                 self._place(crawl, q, now, rotate=took > 0)
                 if len(out) >= limit or (queues is not None and served >= queues):
                     break
@@ -549,7 +596,7 @@ class CoreFrontier(FrontierCore):
             url.state, url.where = IN_FLIGHT, lease.token
             storage.save_url(crawl, q, url)
             handed = Lease(lease.token, expires)
-            out.append(Ready(url.seed.with_lease(handed), handed))
+            out.append(Ready(url.leased(handed), handed))
         taken = len(out)
         if taken:
             q.queued -= taken
@@ -705,8 +752,11 @@ class CoreFrontier(FrontierCore):
             if len({lease.token for lease in leases}) < len(leases):
                 raise NotInFlight("a seed is reported twice in one report_many")
             queues: dict[str, QueueRecord] = {}
+            totals: dict[str, int] = {}
             for report, lease in zip(todo, leases, strict=True):
-                self._report(crawl, report, now, queues, lease)
+                self._report(crawl, report, now, queues, lease, totals)
+            if totals:
+                self.storage.add_totals(crawl, totals)
             for q in queues.values():
                 self._place(crawl, q, now)
 
@@ -719,16 +769,19 @@ class CoreFrontier(FrontierCore):
         now: float,
         queues: dict[str, QueueRecord],
         lease: LeaseRecord | None = None,
+        totals: dict[str, int] | None = None,
     ) -> QueueRecord:
         """Apply a report (its lease read already, or not); the queue it changed, to place
-        (``queues`` holds the queues this unit read already: each is read once, placed once)."""
+        (``queues`` holds the queues this unit read already: each is read once, placed once).
+        The crawl's finishing counters go to ``totals`` when given (a batch's), else to the
+        storage."""
         assert not isinstance(report, Backoff)
         if lease is None:
             lease = self._lease_of(crawl, report.seed)
         q = queues.get(lease.queue)
         if q is None:
             q = queues[lease.queue] = self._queue(crawl, lease.queue, now)
-        url = self._end(crawl, q, lease)
+        url = self._end(crawl, q, lease, totals)
         names = final_counters(report)
         if names:  # Done, Failed, Skipped (and a Retry nobody took): the URL is finished
             state = _FINAL_STATES.get(type(report), spi.FAILED)
@@ -737,7 +790,10 @@ class CoreFrontier(FrontierCore):
             url.state, url.where, url.kind = state, None, None
             url.outcome = Visit(now, status, reason, state)
             self.storage.save_url(crawl, q, url)
-            self._count(crawl, q, **dict.fromkeys(names, 1), **{spi.FINISHED[state]: 1})
+            if totals is None:
+                self._count(crawl, q, **dict.fromkeys(names, 1), **{spi.FINISHED[state]: 1})
+            else:
+                self._tally(totals, q, (*names, spi.FINISHED[state]))
         elif isinstance(report, Cancelled):
             self._enqueue(crawl, q, url, 0)
             self._count(crawl, q, cancelled=1, queued=1)
@@ -749,12 +805,21 @@ class CoreFrontier(FrontierCore):
                 self._count(crawl, q, retried=1)
         return q
 
-    def _end(self, crawl: CrawlRecord, q: QueueRecord, lease: LeaseRecord) -> UrlRecord:
+    def _end(
+        self,
+        crawl: CrawlRecord,
+        q: QueueRecord,
+        lease: LeaseRecord,
+        totals: dict[str, int] | None = None,
+    ) -> UrlRecord:
         self.storage.end_lease(crawl, lease)
         q.in_flight -= 1
         if q.expiry_at is not None and lease.expires <= q.expiry_at:
             q.stale = True  # it was the earliest: read the next once, when the queue is placed
-        self._count(crawl, None, in_flight=-1)
+        if totals is None:
+            self._count(crawl, None, in_flight=-1)
+        else:
+            totals["in_flight"] = totals.get("in_flight", 0) - 1
         url = self.storage.url(crawl, lease.fp)
         if url is None:
             raise CorruptRecord(f"a lease of crawl {self.name!r} names {lease.fp.hex()}, which "

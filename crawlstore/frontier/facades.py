@@ -12,6 +12,7 @@ in is never burnt.
 from __future__ import annotations
 
 import contextlib
+import operator
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -62,6 +63,8 @@ _DELEGATED = [
     ("report", ("report",)),
     ("report_many", ("report", "report_many")),
 ]
+
+_FINGERPRINT = operator.attrgetter("fingerprint")
 
 
 class Facade(Frontier):
@@ -173,28 +176,28 @@ class Dedup(Facade):
         first copy was seen or admitted; when the inner frontier refused the first copy, the
         repeat is pushed after it, on its own (it may differ, in depth say)."""
         seeds = check_seeds(seeds)
-        results: list[Admission | None] = [None] * len(seeds)
-        first: dict[bytes, int] = {}  # a fingerprint's first index in the batch
-        repeats: list[int] = []
-        for i, seed in enumerate(seeds):
-            if first.setdefault(seed.fingerprint, i) != i:
-                repeats.append(i)
+        n = len(seeds)
+        results: list[Admission | None] = [None] * n
+        fps: list[bytes] = list(map(_FINGERPRINT, seeds))
+        # a fingerprint's first index in the batch (a later one overwritten by an earlier one)
+        first = dict(zip(reversed(fps), range(n - 1, -1, -1), strict=True))
+        repeats = [] if len(first) == n else [i for i, fp in enumerate(fps) if first[fp] != i]
         with self.inner.transaction():
-            order = list(first.values())
-            found = contains_many(self.seen, [seeds[i].fingerprint for i in order])
+            order = sorted(first.values())
+            found = contains_many(self.seen, fps if not repeats else [fps[i] for i in order])
             fresh = [i for i, known in zip(order, found, strict=True) if not known]
             admissions = self.inner.push_many([seeds[i] for i in fresh]) if fresh else []
             admitted = []
             for i, admission in zip(fresh, admissions, strict=True):
                 results[i] = admission
-                if admission:
-                    admitted.append(seeds[i].fingerprint)
+                if admission.reason is None:
+                    admitted.append(fps[i])
             insert_many(self.seen, admitted)
             # seen, a repeat of one seen, a repeat of one admitted: duplicates
             repeated = set(repeats)
-            duplicates = [i for i in range(len(seeds)) if results[i] is None and (
-                i not in repeated or results[first[seeds[i].fingerprint]] is None
-                or results[first[seeds[i].fingerprint]])]  # fmt: skip
+            duplicates = [i for i in range(n) if results[i] is None and (
+                i not in repeated or results[first[fps[i]]] is None
+                or results[first[fps[i]]])]  # fmt: skip
             if duplicates:
                 refused = self.core.refuse_many([Reason.DUPLICATE] * len(duplicates))
                 for i, admission in zip(duplicates, refused, strict=True):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from ..errors import InvalidArgument
@@ -216,8 +217,8 @@ def check_seed(seed: object) -> None:
 def check_seeds(seeds: Iterable[object]) -> list[Seed]:
     """The seeds as a list, each checked by ``check_seed``."""
     batch = list(seeds)
-    for seed in batch:
-        if not isinstance(seed, Seed):
+    if not all(map(isinstance, batch, repeat(Seed))):  # one call, however many seeds
+        for seed in batch:
             check_seed(seed)
     return batch  # type: ignore[return-value]
 
@@ -239,6 +240,13 @@ def check_namespace(namespace: object) -> str:
     if "\x00" in namespace:
         raise InvalidArgument(f"a state namespace holds no NUL: {namespace!r:.100}")
     return namespace
+
+
+def check_reasons(reasons: Sequence[object]) -> None:
+    """``check_reason`` of each."""
+    if not all(map(isinstance, reasons, repeat(Reason))):
+        for reason in reasons:
+            check_reason(reason)
 
 
 def check_reason(reason: object) -> Reason:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 import msgpack
 
 from ..errors import CorruptRecord
-from ..seed import Seed
+from ..seed import Lease, Seed
 from .policy import CrawlPolicy, Defaults
 
 if TYPE_CHECKING:
@@ -299,19 +299,24 @@ class UrlRecord:
     def seed(self) -> Seed:
         seed = self._seed
         if seed is None:
-            try:
-                seed = Seed._trusted(msgpack.unpackb(self._packed, raw=False), self.fp)
-            except Exception as exc:
-                raise CorruptRecord(
-                    f"urls record of {bytes(self.fp).hex()} holds a seed that does not decode: "
-                    f"{exc!r}"
-                ) from None
-            self._seed = seed
+            seed = self._seed = self._decode(None)
         return seed
 
     @seed.setter
     def seed(self, seed: Seed) -> None:
         self._seed, self._packed = seed, None
+
+    def leased(self, lease: Lease) -> Seed:
+        """The seed under ``lease`` (decoded with it, when still packed: no copy)."""
+        return self._decode(lease) if self._seed is None else self._seed.with_lease(lease)
+
+    def _decode(self, lease: Lease | None) -> Seed:
+        try:
+            return Seed._trusted(msgpack.unpackb(self._packed, raw=False), self.fp, lease)
+        except Exception as exc:
+            raise CorruptRecord(
+                f"urls record of {bytes(self.fp).hex()} holds a seed that does not decode: {exc!r}"
+            ) from None
 
     def seed_packed(self, packed: bytes) -> None:
         """Keep the seed as these bytes only (decoded afresh at each read of a copy)."""
@@ -320,7 +325,8 @@ class UrlRecord:
     def packed_seed(self) -> bytes:
         """The seed's record as msgpack (the bytes it was read as, when unchanged)."""
         if self._packed is None:
-            self._packed = _PACK(self.seed.to_record())
+            seed = self._seed if self._seed is not None else self.seed
+            self._packed = _PACK(seed.to_record())
         return self._packed
 
     def copy(self) -> UrlRecord:
@@ -420,8 +426,9 @@ class Storage(Protocol):
 
     def totals(self, crawl: CrawlRecord) -> dict[str, int]: ...
     def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None: ...
-    def next_seq(self, crawl: CrawlRecord) -> int:
-        """A number unique in the crawl, and larger than every one before."""
+    def next_seq(self, crawl: CrawlRecord, n: int = 1) -> int:
+        """A number unique in the crawl, and larger than every one before (``n``: the first
+        of ``n`` consecutive ones, all taken)."""
 
     def last_seq(self, crawl: CrawlRecord) -> int:
         """The crawl's last sequence number (0: none yet): every later ``next_seq`` is larger."""
@@ -466,6 +473,10 @@ class Storage(Protocol):
                 fp: bytes) -> None:  # fmt: skip
         """Add an entry at ``order`` (rank, class, sequence: unique in the crawl)."""
 
+    def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
+        """Queue these URLs of ``queue`` (stored already): each one's entry at its ``entry``,
+        and its record saved (``save_url``), in one pass."""
+
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         """Take up to ``n`` entries from the head; their fingerprints."""
 
@@ -502,6 +513,11 @@ class Storage(Protocol):
         """Read ahead what the unit reads next: these URLs, and these queues with their
         entries, leases and schedule. A storage whose reads are round trips (a server) reads
         them at once; the others do nothing."""
+
+    def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],
+                  queues: Sequence[str]) -> list[UrlRecord | None]:  # fmt: skip
+        """The URLs of ``fps`` (None where the crawl has none), read at once; ``queues``: the
+        queues the unit writes next (``prefetch``)."""
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None: ...
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:

@@ -179,10 +179,10 @@ class MemoryStorage:
             totals[name] += n
         self._undo(lambda: totals.subtract(deltas))
 
-    def next_seq(self, crawl: CrawlRecord) -> int:
+    def next_seq(self, crawl: CrawlRecord, n: int = 1) -> int:
         data: _Crawl = crawl.ref
-        data.seq += 1
-        return data.seq  # never undone: sequences only need to grow
+        data.seq += n
+        return data.seq - n + 1  # never undone: sequences only need to grow
 
     def last_seq(self, crawl: CrawlRecord) -> int:
         data: _Crawl = crawl.ref
@@ -331,6 +331,11 @@ class MemoryStorage:
         heapq.heappush(heap, (order, fp))
         self._undo(lambda: crawl.ref.unqueued.setdefault(queue.key, set()).add(order))
 
+    def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
+        for url in urls:
+            self.enqueue(crawl, queue, url.entry, url.fp)
+            self.save_url(crawl, queue, url)
+
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         data: _Crawl = crawl.ref
         heap = data.pending.get(queue.key, [])
@@ -447,6 +452,11 @@ class MemoryStorage:
 
     def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
         pass  # reads are memory reads
+
+    def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],
+                  queues: Sequence[str]) -> list[UrlRecord | None]:  # fmt: skip
+        urls = crawl.ref.urls
+        return [url.copy() if (url := urls.get(fp)) is not None else None for fp in fps]
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
         url = crawl.ref.urls.get(fp)

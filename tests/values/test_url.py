@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import can_ada
 import mmh3
 import pytest
 from hypothesis import given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from crawlstore import FINGERPRINT_VERSION, Fingerprint, Seed, canonicalize, fingerprint
 from crawlstore.errors import InvalidSeed
+from crawlstore.frontier.policy import key_function
 from crawlstore.url import TRACKING_PARAMS, tracking
 
 #: Hypothesis bounds each example by 200 ms of wall clock, which a busy machine misses.
@@ -185,6 +187,16 @@ def urls(draw: st.DrawFn) -> str:
     query = "&".join(f"{k}={v}" for k, v in pairs)
     frag = draw(st.sampled_from(["", "#", "#frag"]))
     return f"{scheme}://{draw(_host)}{port}/{path}" + (f"?{query}" if query else "") + frag
+
+
+@UNTIMED
+@given(urls(), st.sampled_from(["", "u@", "u:p@", "a%40b:c@"]))
+def test_the_host_queue_key_is_the_parsed_host(url: str, userinfo: str) -> None:
+    """The "host" queue mode reads the host off the canonical URL without parsing it again:
+    the same as the parser's host (with a port that is not the default), userinfo or not."""
+    scheme, rest = url.split("://", 1)
+    seed = Seed.get(f"{scheme}://{userinfo}{rest}")
+    assert key_function("host")(seed) == can_ada.parse(seed.url).host
 
 
 @UNTIMED

@@ -115,11 +115,13 @@ class WriteContext:
     def touch_blob(self, db: str, key: bytes) -> None:
         self._dirty_blobs.add((db, key))
 
-    def next_seq(self, crawl: bytes) -> int:
-        """A sequence number unique in the crawl, increasing (kept with its counters)."""
+    def next_seq(self, crawl: bytes, n: int = 1) -> int:
+        """A sequence number unique in the crawl, increasing (kept with its counters); ``n``:
+        the first of ``n`` consecutive ones."""
         counters = self.counters(crawl)
-        counters["seq"] += 1
-        return counters["seq"]
+        seq = counters["seq"] + n
+        counters["seq"] = seq
+        return seq - n + 1
 
     def flush(self) -> bool:
         """Write the changed records into the transaction; whether this transaction has

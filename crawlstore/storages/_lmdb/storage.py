@@ -88,6 +88,21 @@ _policy = _memo(CrawlPolicy.from_record)
 _defaults = _memo(Defaults.from_record)
 
 
+#: ``_Local.ctx`` when the thread runs none of this storage's units: ``current`` is then the
+#: engine's (the write transaction the calling flow has open, if any).
+_ENGINE: Any = object()
+
+
+class _Local(threading.local):
+    """What the calling thread has open in this storage."""
+
+    #: A read transaction: a snapshot's (``_Reader.run``), a view's or a dry run's.
+    txn: lmdb.Transaction | None = None
+    #: What ``current`` hands the thread: its write unit's transaction, a dry run's, or None
+    #: while a snapshot's operation reads (``_ENGINE`` outside all of these).
+    ctx: Any = _ENGINE
+
+
 class _Reader:
     """A read transaction kept open across calls; each ``run`` reads in it. The engine does not
     grow its map while one is open (that would end it)."""
@@ -108,19 +123,14 @@ class _Reader:
             raise StoreError(f"{self._storage.engine.path}: this snapshot was closed")
         storage = self._storage
         local = storage._local
-        saved = (getattr(local, "txn", None), getattr(local, "reading", False),
-                 getattr(local, "scratch", None))  # fmt: skip
-        local.txn, local.reading, local.scratch = self._txn, True, None
-        with storage._readers_lock:
-            storage._readers += 1
+        saved = local.txn, local.ctx
+        local.txn, local.ctx = self._txn, None  # reads of the snapshot, even inside a unit
         try:
             return operation()
         except lmdb.Error as exc:
             raise storage.engine.translate(exc) from None
         finally:
-            with storage._readers_lock:
-                storage._readers -= 1
-            local.txn, local.reading, local.scratch = saved
+            local.txn, local.ctx = saved
 
     def close(self) -> None:
         if self._txn is not None:
@@ -144,12 +154,7 @@ class LmdbStorage:
             shared=True,
             snapshot=True,
         )
-        self._local = threading.local()  # each thread's read transaction, while it reads
-        #: The write unit running now: (its thread, its transaction).
-        self._unit: tuple[int, WriteContext] | None = None
-        #: Snapshot reads running now (``_Reader.run``), in any thread.
-        self._readers = 0
-        self._readers_lock = threading.Lock()
+        self._local = _Local()
 
         self.file = LmdbFile(engine)
         self.location = str(engine.path)
@@ -179,16 +184,18 @@ class LmdbStorage:
     # -- units ----------------------------------------------------------------------------------
 
     def run(self, operation: Callable[[], _T]) -> _T:
+        local = self._local
+
         def unit(ctx: WriteContext) -> _T:
             # The unit's transaction, for every call inside it: an operation never awaits, so
             # no other flow of this thread runs until it returns, and the engine lets one
             # thread at a time into a write unit.
-            outer = self._unit
-            self._unit = (threading.get_ident(), ctx)
+            outer = local.ctx
+            local.ctx = ctx
             try:
                 return operation()
             finally:
-                self._unit = outer
+                local.ctx = outer
 
         return self.engine.run(unit)
 
@@ -199,18 +206,11 @@ class LmdbStorage:
     def current(self) -> WriteContext | None:
         """The calling flow's write transaction, if it has one open (None while a reader's
         operation runs: it reads its snapshot)."""
-        if self._readers and getattr(self._local, "reading", False):
-            scratch: WriteContext | None = getattr(self._local, "scratch", None)
-            return scratch  # a dry run's, or None for a snapshot's reads
-        unit = self._unit
-        if unit is not None and unit[0] == threading.get_ident():
-            return unit[1]
-        return self.engine.current
+        ctx: WriteContext | None = self._local.ctx
+        return self.engine.current if ctx is _ENGINE else ctx
 
     def view(self, operation: Callable[[], _T]) -> _T:
-        if self.current() is not None:
-            return operation()
-        if getattr(self._local, "txn", None) is not None:
+        if self.current() is not None or self._local.txn is not None:
             return operation()
 
         def read(txn: lmdb.Transaction) -> _T:
@@ -236,23 +236,18 @@ class LmdbStorage:
 
         def dry(txn: Any) -> _T:
             ctx = WriteContext(self.engine, Overlay(txn), {})  # type: ignore[arg-type]
-            saved = (getattr(local, "txn", None), getattr(local, "reading", False),
-                     getattr(local, "scratch", None))  # fmt: skip
-            local.txn, local.reading, local.scratch = ctx.txn, True, ctx
-            with self._readers_lock:
-                self._readers += 1
+            saved = local.txn, local.ctx
+            local.txn, local.ctx = ctx.txn, ctx
             try:
                 return operation()
             finally:
-                with self._readers_lock:
-                    self._readers -= 1
-                local.txn, local.reading, local.scratch = saved
+                local.txn, local.ctx = saved
 
         current = self.current()
         if current is not None:  # a write transaction, or a dry run: read what it holds
             current.flush()
             return dry(current.txn)
-        if getattr(local, "txn", None) is not None:  # a snapshot's read (an export's)
+        if local.txn is not None:  # a snapshot's read (an export's)
             return dry(local.txn)
         return self.engine.read(dry)
 
@@ -262,16 +257,21 @@ class LmdbStorage:
         return _Reader(self)
 
     def ctx(self) -> WriteContext:
-        ctx = self.current()
+        ctx: WriteContext | None = self._local.ctx
+        if ctx is _ENGINE:
+            ctx = self.engine.current
         if ctx is None:
             raise StoreError(f"{self.engine.path}: a write outside a write unit (a bug)")
         return ctx
 
     def txn(self) -> lmdb.Transaction:
-        ctx = self.current()
+        local = self._local
+        ctx: WriteContext | None = local.ctx
+        if ctx is _ENGINE:
+            ctx = self.engine.current
         if ctx is not None:
             return ctx.txn
-        txn: lmdb.Transaction | None = getattr(self._local, "txn", None)
+        txn: lmdb.Transaction | None = local.txn
         if txn is None:
             raise StoreError(f"{self.engine.path}: a read outside a unit (a bug)")
         return txn
@@ -282,7 +282,9 @@ class LmdbStorage:
 
     def record(self, db: str, key: bytes) -> Any:
         """A cached record (in a write unit) or a fresh read."""
-        ctx = self.current()
+        ctx: WriteContext | None = self._local.ctx
+        if ctx is _ENGINE:
+            ctx = self.engine.current
         if ctx is not None:
             return ctx.record(db, key)
         raw = self.get(db, key)
@@ -396,8 +398,8 @@ class LmdbStorage:
         for name, n in deltas.items():
             counters[name] += n
 
-    def next_seq(self, crawl: CrawlRecord) -> int:
-        return self.ctx().next_seq(crawl.ref)
+    def next_seq(self, crawl: CrawlRecord, n: int = 1) -> int:
+        return self.ctx().next_seq(crawl.ref, n)
 
     def last_seq(self, crawl: CrawlRecord) -> int:
         return self.totals_of(crawl.ref).get("seq", 0)
@@ -597,6 +599,23 @@ class LmdbStorage:
                 fp: bytes) -> None:  # fmt: skip
         self.ctx().txn.put(queue.ref[1] + ORDER.pack(*order), fp, db=self.dbs["pending"])
 
+    def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
+        ctx = self.ctx()
+        put, dbs, prefix, key = ctx.txn.put, self.dbs, crawl.ref, queue.key
+        pending, records, members = dbs["pending"], dbs["urls"], dbs["queue_urls"]
+        if queue.ref is None:
+            raise StoreError(f"URLs queued before their queue {key!r} was saved")
+        qkey, entry_key = queue.ref[1], ORDER.pack
+        for url in urls:
+            fp = url.fp
+            if url.queue != key:
+                raise StoreError(f"URL {fp.hex()} of queue {url.queue!r} queued in {key!r}")
+            put(qkey + entry_key(*url.entry), fp, db=pending)
+            put(prefix + fp, encode_url(url), db=records)
+            if url.ref is None:
+                put(qkey + fp, b"", db=members)
+                url.ref = True
+
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         cursor = self.ctx().cursor("pending")
         qkey = queue.ref[1]
@@ -743,6 +762,15 @@ class LmdbStorage:
 
     def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
         pass  # reads are memory reads
+
+    def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],
+                  queues: Sequence[str]) -> list[UrlRecord | None]:  # fmt: skip
+        get, db, prefix = self.txn().get, self.dbs["urls"], crawl.ref
+        out: list[UrlRecord | None] = []
+        for fp in fps:
+            raw = get(prefix + fp, db=db)
+            out.append(None if raw is None else self._url(crawl, fp, bytes(raw)))
+        return out
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
         raw = self.get("urls", crawl.ref + fp)

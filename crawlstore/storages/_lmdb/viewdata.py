@@ -6,6 +6,7 @@ crawl's counters (the Bloom filter's in its parameters)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -66,13 +67,11 @@ class LmdbViewData:
         return kind  # one kind: nothing to keep
 
     def seen_has(self, ref: bytes, kind: str, fps: Sequence[bytes]) -> list[bool]:
-        find = self._s.cursor("seen").set_key_dup
-        return [bool(find(ref, fp)) for fp in fps]
+        return list(map(functools.partial(self._s.cursor("seen").set_key_dup, ref), fps))
 
     def seen_add(self, ref: bytes, kind: str, fps: Sequence[bytes]) -> int:
         ctx = self._s.ctx()
-        put, db = ctx.txn.put, ctx.dbs["seen"]
-        return sum(1 for fp in fps if put(ref, fp, db=db, dupdata=False))
+        return sum(map(functools.partial(ctx.txn.put, ref, db=ctx.dbs["seen"], dupdata=False), fps))
 
     def seen_all(self, ref: bytes, kind: str) -> Iterator[bytes]:
         cursor = self._s.cursor("seen")

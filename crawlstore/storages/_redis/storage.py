@@ -346,10 +346,10 @@ class RedisStorage:
                 field = name.encode()
                 u.hset(key, field, b"%d" % (int(u.hget(key, field) or 0) + n))
 
-    def next_seq(self, crawl: CrawlRecord) -> int:
-        seq = self._total(crawl, SEQ) + 1
+    def next_seq(self, crawl: CrawlRecord, n: int = 1) -> int:
+        seq = self._total(crawl, SEQ) + n
         self.unit().hset(self.crawl_tag(crawl) + TOTALS, SEQ, b"%d" % seq)
-        return seq
+        return seq - n + 1
 
     def last_seq(self, crawl: CrawlRecord) -> int:
         return self._total(crawl, SEQ)
@@ -503,6 +503,11 @@ class RedisStorage:
     def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry,
                 fp: bytes) -> None:  # fmt: skip
         self.unit().zadd(self._qkey(crawl, queue.key, ENTRIES), ORDER.pack(*order) + fp)
+
+    def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
+        for url in urls:
+            self.enqueue(crawl, queue, url.entry, url.fp)
+            self.save_url(crawl, queue, url)
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         if n <= 0:
@@ -669,6 +674,12 @@ class RedisStorage:
         url = decode_url(fp, raw, self.fp_bucket(crawl, fp) + b":u:" + fp)
         url.ref = True
         return url
+
+    def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],
+                  queues: Sequence[str]) -> list[UrlRecord | None]:  # fmt: skip
+        if len(fps) > 1:
+            self.prefetch(crawl, fps, list(dict.fromkeys(queues)))
+        return [self.url(crawl, fp) for fp in fps]
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
         raw = self.unit().hget(self.fp_bucket(crawl, fp) + URLS, fp)
