@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import operator
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -58,19 +59,28 @@ class _Unfused(Exception):
     """A fused group of pages failed: it rolls back and runs again one unit at a time."""
 
 
-def _fusable(units: list[_Unit[Any]]) -> bool:
-    """Whether a group can run as one batch of reports and one of links with the outcome of
-    running its units one by one: pages only, and no page links to a seed reported in the
-    group (one by one, an earlier page would find it still in flight)."""
-    if len(units) < 2 or any(unit.page is None for unit in units):
-        return False
-    reported = {unit.page.fp for unit in units if unit.page is not None}
-    return not any(
-        seed.fingerprint in reported
-        for unit in units
-        if unit.page is not None
-        for seed in unit.page.links
-    )
+def _segments(units: list[_Unit[Any]]) -> list[list[_Unit[Any]]] | None:
+    """A group of pages cut into runs of consecutive pages, each of which can be written as one
+    batch of reports and one of links with the outcome of writing its pages one by one; None
+    unless every unit is a page's. A run ends before a page whose seed an earlier page of
+    the run links to: one by one, that link finds the seed still in flight (a link to a seed
+    reported earlier, or by its own page, finds it finished either way)."""
+    if len(units) < 2 or not all(unit.page is not None for unit in units):
+        return None
+    runs: list[list[_Unit[Any]]] = [[]]
+    linked: set[bytes] = set()
+    for unit in units:
+        page = unit.page
+        assert page is not None
+        if page.fp in linked:
+            runs.append([])
+            linked.clear()
+        runs[-1].append(unit)
+        linked.update(map(_FINGERPRINT, page.links))
+    return runs
+
+
+_FINGERPRINT = operator.attrgetter("fingerprint")
 
 
 class _Failed(Exception):
@@ -462,7 +472,7 @@ class Worker:
 
     def _commit(self, units: list[_Unit[Any]], want: int) -> None:
         frontier = self.frontier
-        fuse = _fusable(units)
+        runs = _segments(units)
         grown = False
         while True:
             results: list[tuple[_Unit[Any], Any]] = []
@@ -471,10 +481,11 @@ class Worker:
             outlook: Any = None
             try:
                 with frontier.transaction():
-                    if fuse:  # pages only: one batch of reports, one of links
+                    if runs is not None:  # pages only: a run's reports, then its links
                         try:
-                            pages = [unit.page for unit in units if unit.page is not None]
-                            results = list(zip(units, self._write_pages(pages), strict=True))
+                            for run in runs:
+                                pages = [unit.page for unit in run if unit.page is not None]
+                                results += zip(run, self._write_pages(pages), strict=True)
                         except Exception as exc:
                             raise _Unfused from exc
                     else:
@@ -495,7 +506,7 @@ class Worker:
                                 outlook = "empty" if quiet else Wait(frontier.clock() + self.poll)
                     stored = self._read_validators(got)
             except _Unfused:  # one of the pages fails: nothing was written; one unit at a time
-                fuse = False
+                runs = None
                 continue
             except _Failed as failed:  # nothing of the group was written: again, without it
                 failed.unit.future.set_exception(failed.exc)

@@ -233,6 +233,14 @@ def test_async_worker_with_many_tasks(make_frontier: MakeFrontier) -> None:
     assert stats.done == stats.admitted == 16 + sum(admitted)
 
 
+def _batches(worker: Worker) -> list[int]:
+    """The sizes of the batches of pages the worker writes from now on, as they are written."""
+    batches: list[int] = []
+    write = worker._write_pages
+    worker._write_pages = lambda pages: batches.append(len(pages)) or write(pages)  # type: ignore[method-assign]
+    return batches
+
+
 def _queued_behind_a_held_writer(worker: Worker, build: Callable[[], list[Any]]) -> list[Any]:
     """Queue the units ``build()`` makes while the writer is held, so that they form one group
     of their own (pages only: the fused path), then let it go."""
@@ -257,9 +265,7 @@ def test_a_group_of_pages_gives_each_page_its_own_admissions(
     with frontier.worker(prefetch=3) as worker:
         a, b, c = (worker.next() for _ in range(3))
         assert a and b and c
-        batches: list[int] = []
-        write = worker._write_pages
-        worker._write_pages = lambda pages: batches.append(len(pages)) or write(pages)  # type: ignore[method-assign]
+        batches = _batches(worker)
         x, y, z = seed("x"), seed("y"), seed("z")
         fa, fb, fc = _queued_behind_a_held_writer(
             worker,
@@ -317,6 +323,34 @@ def test_a_page_linking_to_a_seed_reported_in_its_group_sees_it_in_flight(
         assert not fa.result(10)[0]  # refused: b was in flight when a's links went in
         fb.result(10)
     assert frontier.stats().done == 2 and len(frontier) == 0
+
+
+def test_a_group_is_cut_into_runs_before_a_page_an_earlier_page_links_to(
+    make_frontier: MakeFrontier,
+) -> None:
+    """A group is written as runs of pages, each its reports then its links: a run ends before
+    a page whose seed an earlier page of the run links to (one by one, that link finds it in
+    flight); a link to a seed an earlier page reported finds it done, and crawls it again."""
+    frontier = make_frontier()  # no dedup: a done URL pushed again is queued again
+    frontier.push_many(links(0, 3))
+    with frontier.worker(prefetch=3) as worker:
+        a, b, c = (worker.next() for _ in range(3))
+        assert a and b and c
+        batches = _batches(worker)
+        fa, fb, fc = _queued_behind_a_held_writer(
+            worker,
+            lambda: [
+                worker.finish(Done(a.seed), [c.seed.with_lease(None)]),
+                worker.finish(Done(b.seed), [a.seed.with_lease(None)]),
+                worker.finish(Done(c.seed)),
+            ],
+        )
+        assert not fa.result(10)[0]  # c was in flight when a's links went in
+        assert fb.result(10)[0]  # a was done: crawled again
+        assert fc.result(10) == []
+        assert batches == [2, 1]  # a and b, then c
+    stats = frontier.stats()
+    assert stats.done == 3 and stats.queued == 1 and stats.refused == {"duplicate": 1}
 
 
 def test_a_worker_whose_store_closed_fails_its_callers_and_closes(tmp_path: Path) -> None:
