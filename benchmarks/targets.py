@@ -116,6 +116,13 @@ def beside(workloads: dict[str, Any]) -> list[tuple[str, str]]:
         got = _speedup(crawl, key, "scrapy-jobdir")
         if got is not None:
             out.append((f"crawl loop, {what}, vs Scrapy JOBDIR", f"{got:.2f}x"))
+    written = {key: row["extra"].get("4 KiB written a page")
+               for key, row in _rows(workloads, "calls").items()}  # fmt: skip
+    for key, what in (("crawlstore-by-hand", "the plain loop"),
+                      ("lmdb-floor-64", "the raw py-lmdb floor, 64 pages a transaction"),
+                      ("sqlite-hosts-normal", "SQLite NORMAL with host queues")):  # fmt: skip
+        if written.get(key) not in (None, "n/a"):
+            out.append((f"4 KiB pages written a page of the crawl loop, {what}", written[key]))
     return out
 
 
