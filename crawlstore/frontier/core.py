@@ -365,7 +365,7 @@ class CoreFrontier(FrontierCore):
                     raise TypeError(f"a queue key is a str; the queue mode gave {key!r:.100}")
         found = storage.find_urls(crawl, fps, keys)
         queues: dict[str, QueueRecord] = {}
-        admitted: dict[str, list[tuple[Seed, UrlRecord]]] = {}
+        admitted: list[tuple[Seed, UrlRecord]] = []  # in the batch's order
         this_batch: dict[bytes, UrlRecord] = {}
         totals: dict[str, int] = {}
         out: list[Admission] = []
@@ -397,23 +397,27 @@ class CoreFrontier(FrontierCore):
                 watch.enqueuing(url)
             url.state, url.kind = QUEUED, None
             this_batch[fp] = url
-            group = admitted.get(key)
-            if group is None:
-                group = admitted[key] = []
-            group.append((fresh, url))
+            admitted.append((fresh, url))
             out.append(ACCEPTED)
+        # sequence numbers in the batch's order (a snapshot lists seeds in it across queues),
+        # then each queue's entries in one call
         order = crawl.policy.order
-        seq = storage.next_seq(crawl, len(this_batch)) if this_batch else 0
-        for key, group in admitted.items():
+        seq = storage.next_seq(crawl, len(admitted)) if admitted else 0
+        groups: dict[str, list[UrlRecord]] = {}
+        for fresh, url in admitted:
+            url.where = queue_place(order, fresh, 1, seq)
+            seq += 1
+            group = groups.get(url.queue)
+            if group is None:
+                group = groups[url.queue] = []
+            group.append(url)
+        for key, group in groups.items():
             q = queues[key]
-            for fresh, url in group:
-                url.where = queue_place(order, fresh, 1, seq)
-                seq += 1
-            storage.enqueue_many(crawl, q, [url for _, url in group])
+            storage.enqueue_many(crawl, q, group)
             n = len(group)
             q.queued += n
             q.counts["admitted"] = q.counts.get("admitted", 0) + n
-        n = len(this_batch)
+        n = len(admitted)
         if n:
             totals["admitted"] = totals.get("admitted", 0) + n
             totals["queued"] = n

@@ -61,10 +61,12 @@ class _Unfused(Exception):
 
 def _segments(units: list[_Unit[Any]]) -> list[list[_Unit[Any]]] | None:
     """A group of pages cut into runs of consecutive pages, each of which can be written as one
-    batch of reports and one of links with the outcome of writing its pages one by one; None
-    unless every unit is a page's. A run ends before a page whose seed an earlier page of
-    the run links to: one by one, that link finds the seed still in flight (a link to a seed
-    reported earlier, or by its own page, finds it finished either way)."""
+    batch of reports and one of links with the admissions, URL states and counters of writing
+    its pages one by one; None unless every unit is a page's. A run ends before a page whose
+    seed an earlier page of the run links to: one by one, that link finds the seed still in
+    flight (a link to a seed reported earlier, or by its own page, finds it finished either
+    way). What may differ is the order in which queues ready at the same moment come up next:
+    a run places the queues of its reports before those its links make ready."""
     if len(units) < 2 or not all(unit.page is not None for unit in units):
         return None
     runs: list[list[_Unit[Any]]] = [[]]

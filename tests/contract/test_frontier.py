@@ -17,6 +17,7 @@ from crawlstore import (
     Ready,
     Reason,
     Retry,
+    Seed,
     Skipped,
     Snapshot,
     Store,
@@ -222,6 +223,18 @@ def _fill(f: object, clock: ManualClock) -> None:
     assert isinstance(popped, Ready)  # one in flight
     f.core.schedule(seed("s2"), clock() + 20)
     f.core.schedule(seed("s1"), clock() + 10)
+
+
+def test_a_snapshot_lists_a_batch_pushed_over_several_queues_in_its_order(
+    make_frontier: MakeFrontier,
+) -> None:
+    """A batch takes its sequence numbers in its own order, whatever queue each seed joins: a
+    snapshot (which lists every queue's seeds together) gives the push order back."""
+    f = make_frontier("fifo", queues="host")
+    urls = ["https://a.example/1", "https://b.example/1", "https://a.example/2",
+            "https://c.example/1", "https://b.example/2"]  # fmt: skip
+    f.push_many([Seed.get(u) for u in urls])
+    assert [s.url for s in f.snapshot().queued] == urls
 
 
 @pytest.mark.parametrize("order", ["fifo", "lifo", "priority"])

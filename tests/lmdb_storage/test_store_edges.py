@@ -226,3 +226,21 @@ def test_deleting_a_missing_record_is_no_write(tmp_path: Path) -> None:
             ctx.record("state", b"missing")
             ctx.touch("state", b"missing")  # None: flush deletes a key that is not there
         assert engine._records_txnid == -1
+
+
+def test_a_write_inside_a_snapshot_read_is_refused_and_the_snapshot_stays(tmp_path: Path) -> None:
+    """An operation run in a snapshot (an export's reads) reads that snapshot; a frontier write
+    begun inside it is refused as the bug it is, even though it opened a write unit, and
+    writes nothing."""
+    store = Store.open(tmp_path / "s.lmdb", durability="nosync")
+    f = store.frontier()
+    f.push(Seed.get("https://a.example/"))
+    reader = f.core.storage.reader()
+    try:
+        with pytest.raises(StoreError, match="outside a write unit"):
+            reader.run(lambda: f.push(Seed.get("https://b.example/")))
+        assert reader.run(lambda: len(f)) == 1
+    finally:
+        reader.close()
+    assert len(f) == 1
+    store.close()

@@ -101,6 +101,8 @@ class _Local(threading.local):
     #: What ``current`` hands the thread: its write unit's transaction, a dry run's, or None
     #: while a snapshot's operation reads (``_ENGINE`` outside all of these).
     ctx: Any = _ENGINE
+    #: Whether ``ctx`` is a snapshot's or a dry run's, which a unit begun inside keeps.
+    pinned = False
 
 
 class _Reader:
@@ -123,14 +125,15 @@ class _Reader:
             raise StoreError(f"{self._storage.engine.path}: this snapshot was closed")
         storage = self._storage
         local = storage._local
-        saved = local.txn, local.ctx
-        local.txn, local.ctx = self._txn, None  # reads of the snapshot, even inside a unit
+        saved = local.txn, local.ctx, local.pinned
+        # reads of the snapshot, even inside a unit or in one begun by the operation
+        local.txn, local.ctx, local.pinned = self._txn, None, True
         try:
             return operation()
         except lmdb.Error as exc:
             raise storage.engine.translate(exc) from None
         finally:
-            local.txn, local.ctx = saved
+            local.txn, local.ctx, local.pinned = saved
 
     def close(self) -> None:
         if self._txn is not None:
@@ -189,7 +192,10 @@ class LmdbStorage:
         def unit(ctx: WriteContext) -> _T:
             # The unit's transaction, for every call inside it: an operation never awaits, so
             # no other flow of this thread runs until it returns, and the engine lets one
-            # thread at a time into a write unit.
+            # thread at a time into a write unit. Inside a snapshot's or a dry run's operation,
+            # its own stays (a write there is a bug, refused, or the dry run's).
+            if local.pinned:
+                return operation()
             outer = local.ctx
             local.ctx = ctx
             try:
@@ -236,12 +242,12 @@ class LmdbStorage:
 
         def dry(txn: Any) -> _T:
             ctx = WriteContext(self.engine, Overlay(txn), {})  # type: ignore[arg-type]
-            saved = local.txn, local.ctx
-            local.txn, local.ctx = ctx.txn, ctx
+            saved = local.txn, local.ctx, local.pinned
+            local.txn, local.ctx, local.pinned = ctx.txn, ctx, True
             try:
                 return operation()
             finally:
-                local.txn, local.ctx = saved
+                local.txn, local.ctx, local.pinned = saved
 
         current = self.current()
         if current is not None:  # a write transaction, or a dry run: read what it holds
