@@ -37,10 +37,10 @@ def _is_fp(fp: object) -> TypeGuard[bytes]:
 
 def _all_fps(fps: Sequence[object]) -> TypeGuard[Sequence[bytes]]:
     """Whether each is a fingerprint (one call for a batch of ``Fingerprint`` values)."""
-    return {*map(type, fps)} <= _FINGERPRINT or all(map(_is_fp, fps))
+    return {*map(type, fps)} <= _FINGERPRINT_TYPE or all(map(_is_fp, fps))
 
 
-_FINGERPRINT = {Fingerprint}
+_FINGERPRINT_TYPE = {Fingerprint}
 
 
 def _check(fp: object) -> bytes:

@@ -15,6 +15,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import replace
+from itertools import repeat
 from typing import Any, Protocol
 
 from ..clock import Clock
@@ -258,10 +259,16 @@ class CoreFrontier(FrontierCore):
 
     def _key_for(self, crawl: CrawlRecord, seed: Seed) -> str:
         """The queue key of ``seed`` in ``crawl`` (as read in the current unit)."""
-        key = key_function(crawl.policy.queues)(seed)
-        if not isinstance(key, str):
+        return self._keys_for(crawl, [seed])[0]
+
+    @staticmethod
+    def _keys_for(crawl: CrawlRecord, seeds: list[Seed]) -> list[str]:
+        """The queue key of each seed in ``crawl`` (``TypeError`` unless each is a str)."""
+        keys: list[Any] = list(map(key_function(crawl.policy.queues), seeds))
+        if not all(map(isinstance, keys, repeat(str))):
+            key = next(key for key in keys if not isinstance(key, str))
             raise TypeError(f"a queue key is a str; the queue mode gave {key!r:.100}")
-        return key
+        return keys
 
     def _effective(self, crawl: CrawlRecord, q: QueueRecord) -> Effective:
         if q.delay is None and q.cap is None and q.limit is None and not q.blocked:
@@ -318,22 +325,19 @@ class CoreFrontier(FrontierCore):
         self.storage.save_queue(crawl, q, event, rotate)
 
     def _count(self, crawl: CrawlRecord, q: QueueRecord | None, **deltas: int) -> None:
-        if q is not None:
-            counts = q.counts
-            for name, n in deltas.items():
-                if name in _QUEUE_COUNTS:
-                    counts[name] = counts.get(name, 0) + n
-        self.storage.add_totals(crawl, deltas)
+        totals: dict[str, int] = {}
+        self._tally(totals, q, deltas)
+        self.storage.add_totals(crawl, totals)
 
     @staticmethod
-    def _tally(totals: dict[str, int], q: QueueRecord | None, names: Iterable[str]) -> None:
-        """One more of each counter in ``names``: the queue's in place, the crawl's in
-        ``totals`` (a batch's, which its caller adds at once)."""
+    def _tally(totals: dict[str, int], q: QueueRecord | None, deltas: dict[str, int]) -> None:
+        """Add ``deltas`` to the counters: the queue's in place, the crawl's to ``totals`` (a
+        batch's, which its caller adds at once)."""
         counts = q.counts if q is not None else None
-        for name in names:
-            totals[name] = totals.get(name, 0) + 1
+        for name, n in deltas.items():
+            totals[name] = totals.get(name, 0) + n
             if counts is not None and name in _QUEUE_COUNTS:
-                counts[name] = counts.get(name, 0) + 1
+                counts[name] = counts.get(name, 0) + n
 
     # -- URLs going in and out of queues --------------------------------------------------------
 
@@ -356,13 +360,8 @@ class CoreFrontier(FrontierCore):
         unless the crawl knows it at all), in one pass: the URLs read at once, each queue's
         new entries written at once, the counters added once."""
         storage = self.storage
-        key_of = key_function(crawl.policy.queues)
         fps = [seed.fingerprint for seed in seeds]
-        keys = [key_of(seed) for seed in seeds]
-        if not all(type(key) is str for key in keys):
-            for key in keys:
-                if not isinstance(key, str):
-                    raise TypeError(f"a queue key is a str; the queue mode gave {key!r:.100}")
+        keys = self._keys_for(crawl, seeds)
         found = storage.find_urls(crawl, fps, keys)
         queues: dict[str, QueueRecord] = {}
         admitted: list[tuple[Seed, UrlRecord]] = []  # in the batch's order
@@ -529,18 +528,17 @@ class CoreFrontier(FrontierCore):
         while len(out) < limit and (queues is None or served < queues):
             if only is not None:
                 q = self.storage.queue(crawl, only)
-                candidates = [q] if q is not None and only not in visited else []
-                fresh = [q for q in candidates if q.key not in visited]
+                fresh = [q] if q is not None and only not in visited else []
             else:  # past those visited that kept their place (those that handed out a seed
                 # went behind), twice as many each round: a pop that passes over many queues
                 # it cannot take from (at a cap) reads each a bounded number of times, not
                 # once a round; when those read were all visited, past every one visited
                 wanted = min(_BATCH, limit - len(out))
-                window = 2 * stayed + wanted
+                window, wide = 2 * stayed + wanted, 2 * len(visited) + wanted
                 candidates = self.storage.due_queues(crawl, now, window)
                 fresh = [q for q in candidates if q.key not in visited]
-                if not fresh and len(candidates) == window:
-                    candidates = self.storage.due_queues(crawl, now, 2 * len(visited) + wanted)
+                if not fresh and len(candidates) == window < wide:
+                    candidates = self.storage.due_queues(crawl, now, wide)
                     fresh = [q for q in candidates if q.key not in visited]
             if not fresh:
                 break
@@ -680,7 +678,7 @@ class CoreFrontier(FrontierCore):
         """A lease that ended without a report: its seed goes back to the front of its queue."""
         url = self._end(crawl, q, lease)
         self._enqueue(crawl, q, url, 0)
-        self._count(crawl, q, queued=1, requeued=1)
+        self._count(crawl, q, queued=1, requeued=1, in_flight=-1)
 
     def _reap(self, crawl: CrawlRecord, now: float) -> int:
         """Requeue the leases whose holder is gone (a killed worker, a reused pid)."""
@@ -734,14 +732,7 @@ class CoreFrontier(FrontierCore):
         check_report(report)
         if isinstance(report, Backoff):
             return  # pauses need tag_backoff()
-
-        def _write() -> None:
-            crawl = self.crawl_for_write()
-            now = self._clock()
-            q = self._report(crawl, report, now, {})
-            self._place(crawl, q, now)
-
-        self.storage.run(_write)
+        self.report_many([report])
 
     def report_many(self, reports: Iterable[Report]) -> None:
         batch = list(reports)
@@ -758,7 +749,7 @@ class CoreFrontier(FrontierCore):
             queues: dict[str, QueueRecord] = {}
             totals: dict[str, int] = {}
             for report, lease in zip(todo, leases, strict=True):
-                self._report(crawl, report, now, queues, lease, totals)
+                self._report(crawl, report, now, queues, totals, lease)
             if totals:
                 self.storage.add_totals(crawl, totals)
             for q in queues.values():
@@ -772,20 +763,20 @@ class CoreFrontier(FrontierCore):
         report: Report,
         now: float,
         queues: dict[str, QueueRecord],
+        totals: dict[str, int],
         lease: LeaseRecord | None = None,
-        totals: dict[str, int] | None = None,
     ) -> QueueRecord:
         """Apply a report (its lease read already, or not); the queue it changed, to place
         (``queues`` holds the queues this unit read already: each is read once, placed once).
-        The crawl's finishing counters go to ``totals`` when given (a batch's), else to the
-        storage."""
+        The crawl's counters go to ``totals``, which the caller adds once."""
         assert not isinstance(report, Backoff)
         if lease is None:
             lease = self._lease_of(crawl, report.seed)
         q = queues.get(lease.queue)
         if q is None:
             q = queues[lease.queue] = self._queue(crawl, lease.queue, now)
-        url = self._end(crawl, q, lease, totals)
+        url = self._end(crawl, q, lease)
+        deltas = {"in_flight": -1}
         names = final_counters(report)
         if names:  # Done, Failed, Skipped (and a Retry nobody took): the URL is finished
             state = _FINAL_STATES.get(type(report), spi.FAILED)
@@ -794,36 +785,27 @@ class CoreFrontier(FrontierCore):
             url.state, url.where, url.kind = state, None, None
             url.outcome = Visit(now, status, reason, state)
             self.storage.save_url(crawl, q, url)
-            if totals is None:
-                self._count(crawl, q, **dict.fromkeys(names, 1), **{spi.FINISHED[state]: 1})
-            else:
-                self._tally(totals, q, (*names, spi.FINISHED[state]))
+            deltas.update(dict.fromkeys(names, 1))
+            deltas[spi.FINISHED[state]] = 1
         elif isinstance(report, Cancelled):
             self._enqueue(crawl, q, url, 0)
-            self._count(crawl, q, cancelled=1, queued=1)
+            deltas.update(cancelled=1, queued=1)
         else:
             assert isinstance(report, Reschedule)
             url.seed = report.seed.with_lease(None)
             self._schedule(crawl, q, url, report.at, report.kind)
             if report.retried:
-                self._count(crawl, q, retried=1)
+                deltas["retried"] = 1
+        self._tally(totals, q, deltas)
         return q
 
-    def _end(
-        self,
-        crawl: CrawlRecord,
-        q: QueueRecord,
-        lease: LeaseRecord,
-        totals: dict[str, int] | None = None,
-    ) -> UrlRecord:
+    def _end(self, crawl: CrawlRecord, q: QueueRecord, lease: LeaseRecord) -> UrlRecord:
+        """End a lease, and the queue's gauge of it (the crawl's ``in_flight`` is the caller's
+        to count, with the rest of what it changes)."""
         self.storage.end_lease(crawl, lease)
         q.in_flight -= 1
         if q.expiry_at is not None and lease.expires <= q.expiry_at:
             q.stale = True  # it was the earliest: read the next once, when the queue is placed
-        if totals is None:
-            self._count(crawl, None, in_flight=-1)
-        else:
-            totals["in_flight"] = totals.get("in_flight", 0) - 1
         url = self.storage.url(crawl, lease.fp)
         if url is None:
             raise CorruptRecord(f"a lease of crawl {self.name!r} names {lease.fp.hex()}, which "
@@ -1084,7 +1066,9 @@ class CrawlUnit:
 
     def end(self, q: QueueRecord, lease: LeaseRecord) -> UrlRecord:
         """End a lease; its URL record."""
-        return self._core._end(self.crawl, q, lease)
+        url = self._core._end(self.crawl, q, lease)
+        self._core._count(self.crawl, None, in_flight=-1)
+        return url
 
     def schedule(self, q: QueueRecord, url: UrlRecord, at: float, kind: str) -> None:
         """Schedule a URL at ``at`` (a retry, a pause or a revisit)."""
@@ -1106,7 +1090,9 @@ class CrawlUnit:
 
     def done(self, seed: Seed, now: float) -> None:
         """Report a seed handed out done at ``now``, its queue placed again (as a report does)."""
-        q = self._core._report(self.crawl, Done(seed), now, {})
+        totals: dict[str, int] = {}
+        q = self._core._report(self.crawl, Done(seed), now, {}, totals)
+        self.count(None, **totals)
         self._core._place(self.crawl, q, now)
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "ViewData",
     "Visit",
     "Where",
+    "enqueue_each",
 ]
 
 _T = TypeVar("_T")
@@ -383,6 +384,15 @@ class UnitReader:
 
     def close(self) -> None:
         pass
+
+
+def enqueue_each(storage: Storage, crawl: CrawlRecord, queue: QueueRecord,
+                 urls: list[UrlRecord]) -> None:  # fmt: skip
+    """``enqueue_many`` an entry and a ``save_url`` at a time: for a storage that has nothing
+    to gain from writing them together."""
+    for url in urls:
+        storage.enqueue(crawl, queue, url.entry, url.fp)
+        storage.save_url(crawl, queue, url)
 
 
 class Storage(Protocol):

@@ -25,6 +25,7 @@ from ..frontier.spi import (
     Slot,
     UnitReader,
     UrlRecord,
+    enqueue_each,
 )
 
 __all__ = ["MemoryStorage"]
@@ -332,9 +333,7 @@ class MemoryStorage:
         self._undo(lambda: crawl.ref.unqueued.setdefault(queue.key, set()).add(order))
 
     def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
-        for url in urls:
-            self.enqueue(crawl, queue, url.entry, url.fp)
-            self.save_url(crawl, queue, url)
+        enqueue_each(self, crawl, queue, urls)
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         data: _Crawl = crawl.ref

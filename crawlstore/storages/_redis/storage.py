@@ -40,6 +40,7 @@ from ...frontier.spi import (
     Slot,
     UnitReader,
     UrlRecord,
+    enqueue_each,
 )
 from ...url import FINGERPRINT_VERSION, Fingerprint
 from .._records import ORDER, decode_url, encode_url, ms_up, pack
@@ -505,9 +506,7 @@ class RedisStorage:
         self.unit().zadd(self._qkey(crawl, queue.key, ENTRIES), ORDER.pack(*order) + fp)
 
     def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
-        for url in urls:
-            self.enqueue(crawl, queue, url.entry, url.fp)
-            self.save_url(crawl, queue, url)
+        enqueue_each(self, crawl, queue, urls)
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         if n <= 0:
