@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 DATA = TESTS / "data"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def digest(path: Path) -> str:
+    """The file's SHA-256: a file that must stay unchanged, byte for byte."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
 
 #: The ``make_frontier`` fixture: a frontier of each storage, made by the test.
 MakeFrontier = Callable[..., Frontier]

@@ -5,6 +5,9 @@ An older fingerprint version (the canonical form changed): a copy of the file wh
 to their new fingerprints (``frontier/refingerprint.py``), each crawl in one transaction, the
 new fingerprints put beside the old ones in its seen set and validators.
 
+Format 2: its URL records move to their queues' key ranges (``storages/_lmdb/upgrade.py``),
+then to their new fingerprints when the file holds an older version.
+
 Format 1: its crawls are written through the export stream into the new file. Format 1 (before
 the frontier core) kept no per-URL records, no crawl policy and no per-queue counters: finished
 URLs are known to the seen set only; a crawl whose queues had keys gets the ``host`` queue mode
@@ -26,6 +29,8 @@ import msgpack
 
 from ..seed import Seed
 from ..storages import read_file_meta as read_meta
+from ..storages import upgrade_file_format_2
+from ..url import FINGERPRINT_VERSION
 
 __all__ = ["child"]
 
@@ -39,6 +44,8 @@ def child(source: str, target: str) -> None:
     meta = read_meta(Path(source))
     if meta.get("format") == 1:
         crawls = _from_format_1(source, target)
+    elif meta.get("format") == 2:
+        crawls = _from_format_2(source, target, meta.get("fingerprint", FINGERPRINT_VERSION))
     else:  # an older fingerprint version (``_kept_suffix`` checked)
         crawls = _refingerprint(source, target, meta["fingerprint"])
     print(json.dumps({"migrated": crawls}))
@@ -65,6 +72,26 @@ def _from_format_1(source: str, target: str) -> list[str]:
     finally:
         env.close()
     return crawls
+
+
+def _from_format_2(source: str, target: str, version: int) -> list[str]:
+    """Format 2's URL records moved to their queues' ranges, then (an older fingerprint
+    version) to their new fingerprints."""
+    if version >= FINGERPRINT_VERSION:
+        upgrade_file_format_2(source, target)
+        env = lmdb.open(target, subdir=False, readonly=True, lock=False, max_dbs=32)
+        try:
+            with env.begin() as txn:
+                cursor = txn.cursor(db=env.open_db(b"crawls", txn=txn, create=False))
+                return [bytes(k).decode() for k in cursor.iternext(values=False)]
+        finally:
+            env.close()
+    middle = target + ".format3"
+    try:
+        upgrade_file_format_2(source, middle)
+        return _refingerprint(middle, target, version)
+    finally:
+        Path(middle).unlink(missing_ok=True)
 
 
 def _refingerprint(source: str, target: str, version: int) -> list[str]:

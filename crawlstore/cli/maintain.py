@@ -61,8 +61,8 @@ def add_migrate(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type
         "migrate",
         help="rewrite a file of an older format in the current one",
         description="Rewrite a store of an older format or fingerprint version in the current "
-        "one, keeping the old file beside it (PATH.v1, PATH.fp1). A file in the current format "
-        "is left as it is (exit 0). A writable open migrates by itself too.",
+        "one, keeping the old file beside it (PATH.v1, PATH.v2, PATH.fp1). A file in the current "
+        "format is left as it is (exit 0). A writable open migrates by itself too.",
     )
     p.add_argument("path", help="the store file")
     p.set_defaults(handler=migrate)

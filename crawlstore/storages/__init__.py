@@ -16,6 +16,7 @@ from ._lmdb.engine import FORMAT_VERSION
 from ._lmdb.migrate import migrate as migrate_file
 from ._lmdb.migrate import read_meta as read_file_meta
 from ._lmdb.opener import open_file, open_file_copy
+from ._lmdb.upgrade import upgrade_format_2 as upgrade_file_format_2
 from ._lmdb.verify import verify
 from ._memory import MemoryStorage
 
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
     from ..frontier.spi import Durability, StoreStorage
 
 __all__ = ["FORMAT_VERSION", "REDIS_SCHEMES", "MemoryStorage", "migrate_file", "open_file_copy",
-           "open_store", "read_file_meta", "sync_directory", "verify"]  # fmt: skip
+           "open_store", "read_file_meta", "sync_directory", "upgrade_file_format_2",
+           "verify"]  # fmt: skip
 
 #: URL schemes of stores on a Redis server or cluster.
 REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")

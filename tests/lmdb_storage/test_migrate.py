@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import DATA, SHARED_DATA
+from helpers import DATA, SHARED_DATA, digest
 
 from crawlstore import Seed, Store
 from crawlstore.errors import CorruptStore, OlderFormat, StoreError
 from crawlstore.store import FORMAT_VERSION, verify
 
 SHARED = SHARED_DATA / "damaged"
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture
@@ -32,16 +27,16 @@ def old(tmp_path: Path) -> Path:
 
 
 def test_a_read_only_open_refuses_and_names_the_command(old: Path) -> None:
-    before = _digest(old)
+    before = digest(old)
     with pytest.raises(OlderFormat, match=r"crawlstore migrate "):
         Store.open(old, readonly=True)
-    assert _digest(old) == before and verify(old) == []  # unchanged, and sound
+    assert digest(old) == before and verify(old) == []  # unchanged, and sound
 
 
 def test_a_writable_open_migrates_and_keeps_the_old_file(old: Path) -> None:
-    before = _digest(old)
+    before = digest(old)
     with Store.open(old) as store:
-        assert store.meta["format"] == FORMAT_VERSION == 2
+        assert store.meta["format"] == FORMAT_VERSION == 3
         assert sorted(store.crawls()) == ["default", "other"]
         main, other = store.frontier(), store.frontier(crawl="other")
         stats = main.stats()
@@ -59,7 +54,7 @@ def test_a_writable_open_migrates_and_keeps_the_old_file(old: Path) -> None:
         assert main.pop().__class__.__name__ in ("Ready", "Wait")
         main.push(Seed.get("https://h0.example/new"))
     kept = old.with_name("old.lmdb.v1")
-    assert _digest(kept) == before  # the old file, kept beside the new one
+    assert digest(kept) == before  # the old file, kept beside the new one
     assert verify(old) == []
     with Store.open(old, readonly=True) as again:  # and now it reads
         assert again.frontier().stats().admitted == 61
@@ -70,13 +65,13 @@ def test_the_migrate_command(old: Path) -> None:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "migrated" in done.stdout and old.with_name("old.lmdb.v1").exists()
-    files, before = sorted(old.parent.iterdir()), _digest(old)
+    files, before = sorted(old.parent.iterdir()), digest(old)
     again = subprocess.run([sys.executable, "-m", "crawlstore", "migrate", str(old)],
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert (again.returncode, again.stderr) == (0, "")  # nothing to do is not an error
-    assert again.stdout == (f"{old}: in the current format already (format 2, fingerprint "
+    assert again.stdout == (f"{old}: in the current format already (format 3, fingerprint "
                             "version 2): nothing to migrate, nothing changed\n")  # fmt: skip
-    assert _digest(old) == before and sorted(old.parent.iterdir()) == files  # no copy kept
+    assert digest(old) == before and sorted(old.parent.iterdir()) == files  # no copy kept
 
 
 HOLD = """
@@ -88,7 +83,7 @@ sys.stdin.read()
 
 
 def test_no_migration_while_another_process_has_the_file_open(old: Path) -> None:
-    before = _digest(old)
+    before = digest(old)
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(old)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -97,7 +92,7 @@ def test_no_migration_while_another_process_has_the_file_open(old: Path) -> None
             Store.open(old)
     finally:
         holder.communicate("", timeout=30)
-    assert _digest(old) == before and not old.with_name("old.lmdb.v1").exists()
+    assert digest(old) == before and not old.with_name("old.lmdb.v1").exists()
 
 
 def test_a_damaged_old_file_is_refused_never_aborts(tmp_path: Path) -> None:
@@ -106,10 +101,10 @@ def test_a_damaged_old_file_is_refused_never_aborts(tmp_path: Path) -> None:
     path = tmp_path / "damaged.lmdb"
     shutil.copy(SHARED / "aborts-lmdb-on-snapshot.lmdb", path)
     path.chmod(0o600)
-    before = _digest(path)
+    before = digest(path)
     with pytest.raises(CorruptStore, match="not migrated"):
         Store.open(path)
-    assert _digest(path) == before
+    assert digest(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.lmdb", "damaged.lmdb-lock"]
     intact = tmp_path / "intact.lmdb"
     shutil.copy(SHARED / "intact-original.lmdb", intact)

@@ -6,7 +6,6 @@ and the validators."""
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import shutil
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from helpers import DATA
+from helpers import DATA, digest
 from redis_servers import Node
 
 from crawlstore import Done, ManualClock, Ready, Seed, Store
@@ -40,10 +39,6 @@ CHANGED = ("queued", "in_flight", "scheduled", "done", "same_queued")
 
 def fp(name: str) -> bytes:
     return Seed.get(URLS[name]).fingerprint
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture
@@ -104,10 +99,10 @@ def check_migrated(store: Store) -> None:
 
 
 def test_a_file_of_fingerprint_version_1_migrates_when_opened_for_writing(old_file: Path) -> None:
-    before = _digest(old_file)
-    with pytest.raises(OlderFormat, match="fingerprint version 1"):
+    before = digest(old_file)
+    with pytest.raises(OlderFormat, match="format version 2"):  # the file's format is older too
         Store.open(old_file, readonly=True)
-    assert _digest(old_file) == before
+    assert digest(old_file) == before
     clock = ManualClock(1_800_000_000)
     with Store.open(old_file, clock=clock) as store:
         assert store.meta["fingerprint"] == FINGERPRINT_VERSION == 2
@@ -116,14 +111,14 @@ def test_a_file_of_fingerprint_version_1_migrates_when_opened_for_writing(old_fi
         assert {u.url for u in bloomy.urls(limit=10)} == {URLS["queued"], URLS["plain"]}
         bloom = store.seen(crawl="bloomy", bloom=(1000, 0.01))
         assert fp("queued") in bloom and fp("plain") in bloom
-    kept = old_file.with_name(old_file.name + ".fp1")
-    assert _digest(kept) == before  # the old file stays beside it
+    kept = old_file.with_name(old_file.name + ".v2")
+    assert digest(kept) == before  # the old file stays beside it
     with Store.open(old_file, readonly=True) as store:
         assert store.meta["fingerprint"] == 2
 
 
 def test_a_migration_never_writes_over_a_kept_file(old_file: Path) -> None:
-    kept = old_file.with_name(old_file.name + ".fp1")
+    kept = old_file.with_name(old_file.name + ".v2")
     kept.write_bytes(b"a user's")
     with pytest.raises(StoreError, match="exists"):
         Store.open(old_file)

@@ -39,7 +39,7 @@ from .registry import registry, registry_lock
 __all__ = ["FORMAT_VERSION", "Durability", "Engine", "WriteContext"]
 
 #: The layout of every record and key in the file; bumped on any incompatible change.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 APP = "crawlstore"
 
 #: Named databases and their flags. Keys start with a 4-byte crawl id wherever crawls differ.
@@ -55,8 +55,8 @@ DATABASES: dict[str, dict[str, Any]] = {
     "leases": {},  # crawl, token (queue id, seq) -> fingerprint, expiry, holder
     "expiries": {},  # crawl, queue id, expiry ms, seq -> nothing
     "schedule": {},  # crawl, queue id, due ms, seq -> fingerprint, exact due time
-    "urls": {},  # crawl, fingerprint -> msgpack URL record
-    "queue_urls": {},  # crawl, queue id, fingerprint -> nothing
+    "urls": {},  # crawl, queue id, seq -> fingerprint, msgpack URL record
+    "fingerprints": {},  # crawl, fingerprint -> queue id, seq: where its URL record is
     "seen": {"dupsort": True, "dupfixed": True},  # crawl -> fp (sorted duplicates)
     "bloom": {},  # crawl, kind, chunk -> bits
     "validators": {},  # crawl, fp -> msgpack [etag, last_modified, stored_at]

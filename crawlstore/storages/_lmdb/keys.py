@@ -53,18 +53,17 @@ def text_key(prefix: bytes, text: str, what: str = "a key") -> bytes:
 # | ``pending`` | queue range (``QUEUE``), order (``ORDER``: rank, class, sequence) |
 # | ``leases`` | crawl, the token's queue id and sequence (``TOKEN_KEY``) |
 # | ``expiries``, ``schedule`` | queue range, ms (``TIME_MS``), sequence (``TIME_SEQ``) |
-# | ``urls`` | crawl, fingerprint (``AFTER_CRAWL``) |
-# | ``queue_urls`` | queue range, fingerprint (``AFTER_QUEUE``) |
+# | ``urls`` | queue range, sequence (its value starts with the URL's fingerprint) |
+# | ``fingerprints`` | crawl, fingerprint (``AFTER_CRAWL``); its value: the queue's id and
+#   sequence of the URL's key in ``urls`` (that key after the crawl's id) |
 # | ``state`` | crawl, namespace, 0, key (or ``HASHED`` and a digest) |
 
 #: A crawl's id: the first part of every key of its tables.
 CRAWL = slice(0, 4)
-#: What follows the crawl's id: a fingerprint (``urls``), a lease's key, a state's name.
+#: What follows the crawl's id: a fingerprint (``fingerprints``), a lease's key, a state's name.
 AFTER_CRAWL = slice(4, None)
 #: The crawl's and the queue's ids: the key range of one queue.
 QUEUE = slice(0, 8)
-#: What follows a queue's range: a fingerprint (``queue_urls``).
-AFTER_QUEUE = slice(8, None)
 #: Where the event's milliseconds are in a ``ready`` key.
 READY_MS = 4
 #: Where the time's milliseconds are in an ``expiries`` or ``schedule`` key, and its sequence.

@@ -13,13 +13,19 @@ that a queue's entries, leases, expiries, schedule and URL list are each one key
 | ``leases`` | crawl, queue, sequence | fingerprint, expiry, holder pid and start, nonce |
 | ``expiries`` | crawl, queue, expiry (ms), sequence | nothing |
 | ``schedule`` | crawl, queue, due (ms, rounded up), sequence | fingerprint, exact due time |
-| ``urls`` | crawl, fingerprint | state, queue, place, created, outcome, kind, seed |
-| ``queue_urls`` | crawl, queue, fingerprint | nothing |
+| ``urls`` | crawl, queue, sequence | fingerprint, state, queue, place, created, outcome, seed |
+| ``fingerprints`` | crawl, fingerprint | queue, sequence: where its URL record is |
+
+A new URL's record goes at the end of its queue's range of ``urls`` (its sequence is the crawl's
+next), beside the URLs its queue took before it, rather than at a random place: a page's new
+URLs dirty the last leaf of a few queues, and the random writes go to the small entries of
+``fingerprints`` only.
 """
 
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import os
 import struct
@@ -67,7 +73,10 @@ _HASHED = keys.HASHED
 _WRITE_BACK = frozenset({"meta", "crawls", "queues", "bloom"})
 #: Tables whose keys start with a crawl's id (deleting a crawl clears its range in each).
 CRAWL_TABLES = ("queues", "qnames", "ready", "pending", "leases", "expiries", "schedule",
-                "urls", "queue_urls", "bloom", "validators", "state")  # fmt: skip
+                "urls", "fingerprints", "bloom", "validators", "state")  # fmt: skip
+#: A queue's URL records are sorted in memory for a walk in fingerprint order when it has at
+#: most this many; a larger queue is walked through ``fingerprints`` (the crawl's, in order).
+_SORTED_WALK = 65536
 
 
 def _memo(decode: Callable[[Any], _T]) -> Callable[[dict[str, Any]], _T]:
@@ -372,7 +381,7 @@ class LmdbStorage:
     def delete_crawl(self, crawl: CrawlRecord) -> int:
         ctx = self.ctx()
         prefix = crawl.ref
-        removed = sum(1 for _ in scan(ctx.txn, self.dbs["urls"], prefix))
+        removed = sum(1 for _ in scan(ctx.txn, self.dbs["fingerprints"], prefix))
         for table in CRAWL_TABLES:
             self._delete_range(table, prefix)
         ctx.txn.delete(prefix, db=self.dbs["seen"])  # the exact seen set: duplicates of one key
@@ -586,10 +595,11 @@ class LmdbStorage:
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
         ctx = self.ctx()
         _, qkey, placed = queue.ref
-        fps = [bytes(k[keys.AFTER_QUEUE]) for k, _ in scan(ctx.txn, self.dbs["queue_urls"], qkey)]
+        index, prefix = self.dbs["fingerprints"], crawl.ref
+        fps = [bytes(raw[:16]) for _, raw in scan(ctx.txn, self.dbs["urls"], qkey)]
         for fp in fps:
-            ctx.txn.delete(crawl.ref + fp, db=self.dbs["urls"])
-        for table in ("pending", "leases", "expiries", "schedule", "queue_urls"):
+            ctx.txn.delete(prefix + fp, db=index)
+        for table in ("pending", "leases", "expiries", "schedule", "urls"):
             self._delete_range(table, qkey)
         if placed is not None:
             ctx.txn.delete(placed, db=self.dbs["ready"])
@@ -608,20 +618,20 @@ class LmdbStorage:
 
     def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
         ctx = self.ctx()
-        put, dbs, prefix, key = ctx.txn.put, self.dbs, crawl.ref, queue.key
-        pending, records, members = dbs["pending"], dbs["urls"], dbs["queue_urls"]
+        txn, dbs, key = ctx.txn, self.dbs, queue.key
+        put, pending, records = txn.put, dbs["pending"], dbs["urls"]
         if queue.ref is None:
             raise StoreError(f"URLs queued before their queue {key!r} was saved")
         qkey, entry_key = queue.ref[1], ORDER.pack
+        new = [url for url in urls if url.ref is None or url.ref[keys.QUEUE] != qkey]
+        if new:
+            self._place(ctx, crawl, queue, new)
         for url in urls:
             fp = url.fp
             if url.queue != key:
                 raise StoreError(f"URL {fp.hex()} of queue {url.queue!r} queued in {key!r}")
             put(qkey + entry_key(*url.entry), fp, db=pending)
-            put(prefix + fp, encode_url(url), db=records)
-            if url.ref is None:
-                put(qkey + fp, b"", db=members)
-                url.ref = True
+            put(url.ref, fp + encode_url(url), db=records)
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         cursor = self.ctx().cursor("pending")
@@ -762,80 +772,136 @@ class LmdbStorage:
 
     # -- URLs -----------------------------------------------------------------------------------
 
-    def _url(self, crawl: CrawlRecord, fp: bytes, raw: bytes) -> UrlRecord:
-        url = decode_url(fp, raw, crawl.ref + fp)
-        url.ref = True  # stored: its queue lists it already
+    def _url(self, key: bytes, raw: bytes) -> UrlRecord:
+        """The URL record stored at ``key`` (``raw``: its fingerprint, then its record)."""
+        url = decode_url(raw[:16], raw[16:], key)
+        url.ref = key  # where it is stored
         return url
+
+    def _place(self, ctx: WriteContext, crawl: CrawlRecord, queue: QueueRecord,
+               urls: list[UrlRecord]) -> None:  # fmt: skip
+        """Give each of ``urls`` (of ``queue``, stored already) its place in the queue's range
+        of ``urls``: where its record is when the crawl has one there, else the end of the
+        range (a record of another queue is deleted: the URL moved)."""
+        if queue.ref is None:
+            raise StoreError(f"URLs saved before their queue {queue.key!r}")
+        txn, prefix, qkey = ctx.txn, crawl.ref, queue.ref[1]
+        index, records = self.dbs["fingerprints"], self.dbs["urls"]
+        seq = ctx.next_seq(prefix, len(urls))
+        for url in urls:
+            if url.queue != queue.key:
+                raise StoreError(f"URL {url.fp.hex()} of queue {url.queue!r} saved in "
+                                 f"{queue.key!r}")  # fmt: skip
+            found = txn.get(prefix + url.fp, db=index)
+            if found is not None:
+                old = prefix + bytes(found)
+                if old[keys.QUEUE] == qkey:
+                    url.ref = old
+                    continue
+                txn.delete(old, db=records)
+            url.ref = qkey + keys.u64(seq)
+            txn.put(prefix + url.fp, url.ref[keys.AFTER_CRAWL], db=index)
+            seq += 1
 
     def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
         pass  # reads are memory reads
 
     def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],
                   queues: Sequence[str]) -> list[UrlRecord | None]:  # fmt: skip
-        get, db, prefix = self.txn().get, self.dbs["urls"], crawl.ref
+        get, index, records, prefix = (
+            self.txn().get,
+            self.dbs["fingerprints"],
+            self.dbs["urls"],
+            crawl.ref,
+        )
         out: list[UrlRecord | None] = []
         for fp in fps:
-            raw = get(prefix + fp, db=db)
-            out.append(None if raw is None else self._url(crawl, fp, bytes(raw)))
+            found = get(prefix + fp, db=index)
+            if found is None:
+                out.append(None)
+                continue
+            key = prefix + bytes(found)
+            raw = get(key, db=records)
+            if raw is None:
+                raise CorruptRecord(f"fingerprints record {(prefix + fp).hex()} names "
+                                    f"{key.hex()}, which has no URL record")  # fmt: skip
+            out.append(self._url(key, bytes(raw)))
         return out
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
-        raw = self.get("urls", crawl.ref + fp)
-        return self._url(crawl, fp, raw) if raw is not None else None
+        return self.find_urls(crawl, (fp,), ())[0]
 
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         ctx = self.ctx()
-        ctx.txn.put(crawl.ref + url.fp, encode_url(url), db=self.dbs["urls"])
-        if url.ref is None:
-            if queue.ref is None or queue.key != url.queue:
-                raise StoreError(f"URL {url.fp.hex()} saved before its queue {url.queue!r}")
-            ctx.txn.put(queue.ref[1] + url.fp, b"", db=self.dbs["queue_urls"])
-            url.ref = True
+        key = url.ref
+        if key is None or queue.ref is None or key[keys.QUEUE] != queue.ref[1]:
+            self._place(ctx, crawl, queue, [url])
+        ctx.txn.put(url.ref, url.fp + encode_url(url), db=self.dbs["urls"])
 
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
-        ctx = self.ctx()
-        ctx.txn.delete(crawl.ref + url.fp, db=self.dbs["urls"])
-        qid = self._qid(crawl, url.queue)
-        if qid is not None:
-            ctx.txn.delete(crawl.ref + keys.u32(qid) + url.fp, db=self.dbs["queue_urls"])
+        txn, prefix = self.ctx().txn, crawl.ref
+        found = txn.get(prefix + url.fp, db=self.dbs["fingerprints"])
+        if found is not None:
+            txn.delete(prefix + bytes(found), db=self.dbs["urls"])
+            txn.delete(prefix + url.fp, db=self.dbs["fingerprints"])
 
     def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
              limit: int) -> list[UrlRecord]:  # fmt: skip
+        if queue is not None:
+            placed = self._sorted_places(queue, after, limit)
+            if placed is not None:
+                return [self._record_at(key) for _, key in placed]
         return list(itertools.islice(self._walk(crawl, queue, after), limit))
 
     def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
+        if queue is not None:
+            placed = self._sorted_places(queue, None, None)
+            if placed is not None:
+                return (self._record_at(key) for _, key in placed)
         return self._walk(crawl, queue, None)
+
+    def _sorted_places(self, queue: QueueRecord, after: bytes | None,
+                       limit: int | None) -> list[tuple[bytes, bytes]] | None:  # fmt: skip
+        """The fingerprints and keys of a queue's URL records after ``after``, in fingerprint
+        order (the first ``limit``), read off its range of ``urls``; None when it holds more
+        than ``_SORTED_WALK`` (walked through ``fingerprints`` instead)."""
+        qkey = queue.ref[1]
+        cursor = self.txn().cursor(db=self.dbs["urls"])
+        places: list[tuple[bytes, bytes]] = []
+        if cursor.set_range(qkey):
+            for key, raw in cursor:
+                if key[keys.QUEUE] != qkey:
+                    break
+                if len(places) == _SORTED_WALK:
+                    return None
+                fp = bytes(raw[:16])
+                if after is None or fp > after:
+                    places.append((fp, bytes(key)))
+        if limit is None:
+            return sorted(places)
+        return heapq.nsmallest(limit, places)
+
+    def _record_at(self, key: bytes) -> UrlRecord:
+        raw = self.txn().get(key, db=self.dbs["urls"])
+        if raw is None:
+            raise CorruptRecord(f"urls record {key.hex()} is missing")
+        return self._url(key, bytes(raw))
 
     def _walk(
         self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None
     ) -> Iterator[UrlRecord]:
+        """The crawl's URLs (or one queue's) in fingerprint order, through ``fingerprints``."""
         txn = self.txn()
-        if queue is None:
-            prefix = crawl.ref
-            cursor = txn.cursor(db=self.dbs["urls"])
-            start = prefix + after if after is not None else prefix
-            if not cursor.set_range(start):
-                return
-            for key, raw in cursor:
-                if key[keys.CRAWL] != prefix:
-                    return
-                fp = bytes(key[keys.AFTER_CRAWL])
-                if after is not None and fp == after:
-                    continue
-                yield self._url(crawl, fp, bytes(raw))
-            return
-        qkey = queue.ref[1]
-        cursor = txn.cursor(db=self.dbs["queue_urls"])
-        start = qkey + after if after is not None else qkey
+        prefix = crawl.ref
+        qid = None if queue is None else queue.ref[1][keys.AFTER_CRAWL]
+        cursor = txn.cursor(db=self.dbs["fingerprints"])
+        start = prefix + after if after is not None else prefix
         if not cursor.set_range(start):
             return
-        for key in cursor.iternext(values=False):
-            if key[keys.QUEUE] != qkey:
+        for key, place in cursor:
+            if key[keys.CRAWL] != prefix:
                 return
-            fp = bytes(key[keys.AFTER_QUEUE])
-            if after is not None and fp == after:
+            if after is not None and key[keys.AFTER_CRAWL] == after:
                 continue
-            url = self.url(crawl, fp)
-            if url is None:
-                raise CorruptRecord(f"queue_urls names {fp.hex()}, which has no URL record")
-            yield url
+            if qid is None or place[: len(qid)] == qid:
+                yield self._record_at(prefix + bytes(place))

@@ -116,7 +116,7 @@ def check_records(
 #: Tables whose values are msgpack records, decoded to check them; then those of raw values.
 _RECORD_TABLES = ("crawls", "queues", "urls", "validators", "state", "meta")
 _TABLES = (*_RECORD_TABLES, "pending", "leases", "schedule", "expiries", "ready", "qnames",
-           "queue_urls", "bloom")  # fmt: skip
+           "fingerprints", "bloom")  # fmt: skip
 
 
 def _check_contents(
@@ -134,13 +134,10 @@ def _check_contents(
         for key, raw in txn.cursor(db=dbs[name]):
             if decoded:
                 try:
-                    record = unpack(name, key, raw)
                     if name == "urls":
-                        url = decode_url(bytes(key[keys.AFTER_CRAWL]), bytes(raw), bytes(key))
-                        url.seed  # noqa: B018  (decoded to check it)
-                        revisits[bytes(key[keys.CRAWL])] += (
-                            url.state == "scheduled" and url.kind == "revisit"
-                        )
+                        problems += _check_url(txn, dbs, bytes(key), bytes(raw), revisits)
+                    else:
+                        unpack(name, key, raw)
                 except CrawlstoreError as exc:
                     problems.append(str(exc))
                 except (TypeError, IndexError, KeyError):
@@ -153,8 +150,8 @@ def _check_contents(
     seen: Counter[bytes] = Counter()
     cursor = txn.cursor(db=dbs["seen"])
     for key in cursor.iternext_nodup(values=False):
-        cursor.set_key(key)
-        seen[bytes(key)] = cursor.count()
+        cursor.set_key(key)  # each duplicate read, so that every page of the set is
+        seen[bytes(key)] = sum(1 for _ in cursor.iternext_dup(keys=False))
     for name in crawls:
         try:
             record = unpack("crawls", name.encode(), txn.get(name.encode(), db=dbs["crawls"]))
@@ -178,6 +175,9 @@ def _check_contents(
             "seen": seen[crawl],
             "queues": held["qnames"][crawl],
         }
+        if held["urls"][crawl] != held["fingerprints"][crawl]:
+            problems.append(f"crawl {name!r}: {held['urls'][crawl]} URL records, "
+                            f"{held['fingerprints'][crawl]} fingerprints")  # fmt: skip
         if held["leases"][crawl] != held["expiries"][crawl]:
             problems.append(f"crawl {name!r}: {held['leases'][crawl]} leases, "
                             f"{held['expiries'][crawl]} expiries")  # fmt: skip
@@ -189,6 +189,21 @@ def _check_contents(
                 )
         problems += _check_queues(txn, dbs, name, crawl, by_queue)
     return problems
+
+
+def _check_url(txn: lmdb.Transaction, dbs: dict[str, Any], key: bytes, raw: bytes,
+               revisits: Counter[bytes]) -> list[str]:  # fmt: skip
+    """A URL record: it decodes, and ``fingerprints`` names its key (no two records of one
+    fingerprint, when the counts agree too)."""
+    url = decode_url(raw[:16], raw[16:], key)
+    url.seed  # noqa: B018  (decoded to check it)
+    crawl = key[keys.CRAWL]
+    revisits[crawl] += url.state == "scheduled" and url.kind == "revisit"
+    found = txn.get(crawl + raw[:16], db=dbs["fingerprints"])
+    if found is None or bytes(found) != key[keys.AFTER_CRAWL]:
+        return [f"urls record {key.hex()}: fingerprints has {raw[:16].hex()} at "
+                f"{bytes(found).hex() if found is not None else 'no place'}"]  # fmt: skip
+    return []
 
 
 def _check_queues(
