@@ -808,28 +808,20 @@ class LmdbStorage:
 
     def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],
                   queues: Sequence[str]) -> list[UrlRecord | None]:  # fmt: skip
-        get, index, records, prefix = (
-            self.txn().get,
-            self.dbs["fingerprints"],
-            self.dbs["urls"],
-            crawl.ref,
-        )
-        out: list[UrlRecord | None] = []
-        for fp in fps:
-            found = get(prefix + fp, db=index)
-            if found is None:
-                out.append(None)
-                continue
-            key = prefix + bytes(found)
-            raw = get(key, db=records)
-            if raw is None:
-                raise CorruptRecord(f"fingerprints record {(prefix + fp).hex()} names "
-                                    f"{key.hex()}, which has no URL record")  # fmt: skip
-            out.append(self._url(key, bytes(raw)))
-        return out
+        url = self.url
+        return [url(crawl, fp) for fp in fps]
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
-        return self.find_urls(crawl, (fp,), ())[0]
+        txn, prefix = self.txn(), crawl.ref
+        found = txn.get(prefix + fp, db=self.dbs["fingerprints"])
+        if found is None:
+            return None
+        key = prefix + bytes(found)
+        raw = txn.get(key, db=self.dbs["urls"])
+        if raw is None:
+            raise CorruptRecord(f"fingerprints record {(prefix + fp).hex()} names "
+                                f"{key.hex()}, which has no URL record")  # fmt: skip
+        return self._url(key, bytes(raw))
 
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         ctx = self.ctx()
