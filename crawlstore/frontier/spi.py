@@ -485,7 +485,9 @@ class Storage(Protocol):
 
     def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
         """Queue these URLs of ``queue`` (stored already): each one's entry at its ``entry``,
-        and its record saved (``save_url``), in one pass."""
+        and its record saved (``save_url``), in one pass. A URL with no ``ref`` is new to the
+        crawl, and its entry's sequence is the crawl's next (``next_seq``): a storage may keep
+        its record by that sequence."""
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         """Take up to ``n`` entries from the head; their fingerprints."""

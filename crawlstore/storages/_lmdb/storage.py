@@ -618,20 +618,29 @@ class LmdbStorage:
 
     def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
         ctx = self.ctx()
-        txn, dbs, key = ctx.txn, self.dbs, queue.key
-        put, pending, records = txn.put, dbs["pending"], dbs["urls"]
+        txn, dbs, key, prefix = ctx.txn, self.dbs, queue.key, crawl.ref
+        put, pending, records, index = txn.put, dbs["pending"], dbs["urls"], dbs["fingerprints"]
         if queue.ref is None:
             raise StoreError(f"URLs queued before their queue {key!r} was saved")
-        qkey, entry_key = queue.ref[1], ORDER.pack
-        new = [url for url in urls if url.ref is None or url.ref[keys.QUEUE] != qkey]
-        if new:
-            self._place(ctx, crawl, queue, new)
+        qkey, entry_key, u64 = queue.ref[1], ORDER.pack, keys.u64
         for url in urls:
             fp = url.fp
             if url.queue != key:
                 raise StoreError(f"URL {fp.hex()} of queue {url.queue!r} queued in {key!r}")
-            put(qkey + entry_key(*url.entry), fp, db=pending)
-            put(url.ref, fp + encode_url(url), db=records)
+            entry = url.entry
+            put(qkey + entry_key(*entry), fp, db=pending)
+            place = url.ref
+            if place is None:  # new: its entry's sequence is the crawl's next, its place too
+                place = qkey + u64(entry.seq)
+                if put(prefix + fp, place[keys.AFTER_CRAWL], db=index, overwrite=False):
+                    url.ref = place
+                else:  # the crawl has it already (a caller's bug), wherever it is
+                    self._place(ctx, crawl, queue, [url])
+                    place = url.ref
+            elif place[keys.QUEUE] != qkey:  # moved to another queue
+                self._place(ctx, crawl, queue, [url])
+                place = url.ref
+            put(place, fp + encode_url(url), db=records)
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
         cursor = self.ctx().cursor("pending")
