@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
-from scrapy.utils.request import request_from_dict
 from twisted.python.failure import Failure
 
 from ..errors import InvalidSeed
@@ -45,7 +44,7 @@ from ..seen import contains_many, insert_many
 from ..store import Store
 from ..validators import Validator
 from .dupefilter import log_duplicate
-from .requests import FINGERPRINT_BYTES, claim_seen, seed_from_dict, seed_to_dict
+from .requests import FINGERPRINT_BYTES, RequestSeeds, claim_seen
 from .settings import CrawlstoreSettings
 
 if TYPE_CHECKING:
@@ -193,6 +192,7 @@ class Scheduler:
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
+        self.requests = RequestSeeds(spider)
         settings = self.settings
         name = settings.crawl or spider.name
         self.store = Store.open(settings.path, durability=settings.durability)
@@ -275,7 +275,7 @@ class Scheduler:
         assert self.worker is not None, "the scheduler is not open"
         while (ready := self.worker.try_next()) is not None:
             try:
-                request = request_from_dict(seed_to_dict(ready.seed), spider=self.spider)
+                request = self.requests.request(ready.seed)
             except Exception as exc:  # its callback is gone from the spider, say
                 log.error("crawlstore: cannot make a request of %s: %r", ready.seed.url, exc)
                 self.worker.finish(Failed(ready.seed, reason=f"not a request: {exc!r:.200}"))
@@ -319,10 +319,8 @@ class Scheduler:
     def _seed(self, request: Request) -> Seed | None:
         """The seed of a request; None when no seed can hold it (it waits in memory)."""
         try:
-            data = request.to_dict(spider=self.spider)
-            meta = data.get("meta") or {}
-            data["meta"] = {k: v for k, v in meta.items() if not k.startswith(PRIVATE)}
-            seed = seed_from_dict(data)
+            meta = {k: v for k, v in request.meta.items() if not k.startswith(PRIVATE)}
+            seed = self.requests.seed(request, meta)
         except (ValueError, InvalidSeed) as exc:
             if not self._warned:
                 self._warned = True
