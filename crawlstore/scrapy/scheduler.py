@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
-from scrapy.utils.request import request_from_dict
 from twisted.python.failure import Failure
 
 from ..errors import InvalidSeed
@@ -45,7 +44,7 @@ from ..seen import contains_many, insert_many
 from ..store import Store
 from ..validators import Validator
 from .dupefilter import log_duplicate
-from .requests import FINGERPRINT_BYTES, claim_seen, seed_from_dict, seed_to_dict
+from .requests import FINGERPRINT_BYTES, RequestSeeds, claim_seen
 from .settings import CrawlstoreSettings
 
 if TYPE_CHECKING:
@@ -85,15 +84,19 @@ def scheduler_of(crawler: Crawler) -> Scheduler | None:
     return _SCHEDULERS.get(crawler)
 
 
+#: A seed batched for a push, its key (None: none, not deduplicated), and whether to filter it
+#: by the key (not for ``dont_filter``).
+_Batched = tuple[Seed, bytes | None, bool]
+
+
 class _ScrapyDedup(Facade):
-    """Dedup by Scrapy's fingerprints, in the push's transaction: ``keys`` gives a seed its
-    key and whether to filter it (not for ``dont_filter``); a seed whose key the seen set
-    holds is refused as a duplicate, and the keys of all those admitted are recorded."""
+    """Dedup by Scrapy's fingerprints, in the push's transaction: ``push_keyed`` takes each
+    seed with its key and whether to filter it; a seed whose key the seen set holds is refused
+    as a duplicate, and the keys of all those admitted are recorded."""
 
     def __init__(self, inner: Frontier, seen: Any) -> None:
         super().__init__(inner)
         self.seen = seen
-        self.keys: dict[Seed, tuple[bytes, bool]] = {}
         self.filtered = 0  # duplicates refused here, for the stats (read on the reactor)
         self.stored = 0  # seeds admitted here, for the stats
 
@@ -101,32 +104,30 @@ class _ScrapyDedup(Facade):
         return self.push_many([seed])[0]
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
-        seeds = list(seeds)
-        marks = [self.keys.get(seed) for seed in seeds]
+        return self.push_keyed([(seed, None, False) for seed in seeds])
+
+    def push_keyed(self, batch: list[_Batched]) -> list[Admission]:
         with self.inner.transaction():
-            checked = [mark[0] for mark in marks if mark is not None and mark[1]]
+            checked = [key for _, key, check in batch if check and key is not None]
             known = {k for k, hit in zip(checked, contains_many(self.seen, checked),
                                          strict=True) if hit}  # fmt: skip
             fresh: list[int] = []
-            for i, mark in enumerate(marks):
-                if mark is not None and mark[1]:
-                    if mark[0] in known:
+            for i, (_, key, check) in enumerate(batch):
+                if check and key is not None:
+                    if key in known:
                         continue
-                    known.add(mark[0])  # a repeat within the batch is a duplicate too
+                    known.add(key)  # a repeat within the batch is a duplicate too
                 fresh.append(i)
-            results: list[Admission | None] = [None] * len(seeds)
-            admitted = self.inner.push_many([seeds[i] for i in fresh]) if fresh else []
+            results: list[Admission | None] = [None] * len(batch)
+            admitted = self.inner.push_many([batch[i][0] for i in fresh]) if fresh else []
             for i, admission in zip(fresh, admitted, strict=True):
                 results[i] = admission
             duplicates = [i for i, result in enumerate(results) if result is None]
             refused = self.core.refuse_many([Reason.DUPLICATE] * len(duplicates))
             for i, admission in zip(duplicates, refused, strict=True):
                 results[i] = admission
-            recorded = []
-            for i in fresh:
-                mark = marks[i]
-                if mark is not None and results[i]:  # dont_filter ones too: seen from now
-                    recorded.append(mark[0])
+            recorded = [key for i in fresh  # dont_filter ones too: seen from now
+                        if results[i] and (key := batch[i][1]) is not None]  # fmt: skip
             insert_many(self.seen, recorded)
         self.filtered += len(duplicates)
         self.stored += sum(1 for admission in admitted if admission)
@@ -173,7 +174,7 @@ class Scheduler:
         self._held: dict[str, _Held] = {}
         self._pending: set[bytes] = set()  # keys pushed, not yet committed
         self._lock = threading.Lock()
-        self._batch: list[Seed] = []  # seeds enqueued, for the next push unit
+        self._batch: list[_Batched] = []  # seeds enqueued, for the next push unit
         self._flushing = False  # a push unit is queued that will take the batch
         self._changes = 0  # units queued that change the crawl's counts (pushes, reports)
         self._covered = 0  # of them, those the last snapshot counted
@@ -193,6 +194,7 @@ class Scheduler:
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
+        self.requests = RequestSeeds(spider)
         settings = self.settings
         name = settings.crawl or spider.name
         self.store = Store.open(settings.path, durability=settings.durability)
@@ -275,7 +277,7 @@ class Scheduler:
         assert self.worker is not None, "the scheduler is not open"
         while (ready := self.worker.try_next()) is not None:
             try:
-                request = request_from_dict(seed_to_dict(ready.seed), spider=self.spider)
+                request = self.requests.request(ready.seed)
             except Exception as exc:  # its callback is gone from the spider, say
                 log.error("crawlstore: cannot make a request of %s: %r", ready.seed.url, exc)
                 self.worker.finish(Failed(ready.seed, reason=f"not a request: {exc!r:.200}"))
@@ -319,10 +321,8 @@ class Scheduler:
     def _seed(self, request: Request) -> Seed | None:
         """The seed of a request; None when no seed can hold it (it waits in memory)."""
         try:
-            data = request.to_dict(spider=self.spider)
-            meta = data.get("meta") or {}
-            data["meta"] = {k: v for k, v in meta.items() if not k.startswith(PRIVATE)}
-            seed = seed_from_dict(data)
+            meta = {k: v for k, v in request.meta.items() if not k.startswith(PRIVATE)}
+            seed = self.requests.seed(request, meta)
         except (ValueError, InvalidSeed) as exc:
             if not self._warned:
                 self._warned = True
@@ -344,30 +344,29 @@ class Scheduler:
         assert self.worker is not None
         if check:
             self._pending.add(key)
-        self.frontier.keys[seed] = (key, check)
         with self._lock:
-            self._batch.append(seed)
+            self._batch.append((seed, key, check))
             start, self._flushing = not self._flushing, True
         if start:
             self.worker.submit(self._flush).add_done_callback(self._flushed)
             self._changed()
 
-    def _flush(self) -> list[Seed]:
+    def _flush(self) -> list[_Batched]:
         """On the worker's thread, in a group's transaction: push the batch."""
         with self._lock:
             batch, self._batch, self._flushing = self._batch, [], False
-        self.frontier.push_many(batch)
+        self.frontier.push_keyed(batch)
         return batch
 
     def _flushed(self, future: Any) -> None:
         """On the worker's thread, once the batch is committed (or failed)."""
         exc = future.exception()
-        batch: list[Seed] = [] if exc is not None else future.result()
+        batch: list[_Batched] = [] if exc is not None else future.result()
         if exc is not None:  # the store refused the group: nothing of it was written
             log.error("crawlstore: a batch of requests could not be stored: %r", exc)
-        for seed in batch:
-            key, _ = self.frontier.keys.pop(seed, (b"", False))
-            self._pending.discard(key)
+        for _, key, _ in batch:
+            if key is not None:
+                self._pending.discard(key)
 
     def _changed(self) -> None:
         """A unit that changes the crawl's counts was queued: a snapshot unit queued after it
