@@ -41,9 +41,10 @@ def _urls(n: int, salt: str) -> list[str]:
 
 class Served:
     """``crawlstore serve`` processes on one store file (several: ``--reuse-port`` on one
-    port), each with a ``--node`` of its own so that ``ListNodes`` tells them apart."""
+    port), each with a ``--node`` of its own so that ``ListNodes`` tells them apart; ``aio``:
+    one process of the ``grpc.aio`` design instead (``aio_server.py``)."""
 
-    def __init__(self, path: str, processes: int = 1) -> None:
+    def __init__(self, path: str, processes: int = 1, aio: bool = False) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
         self.procs: list[subprocess.Popen[str]] = []
@@ -55,6 +56,8 @@ class Served:
                            "--log-level", "WARNING"]  # fmt: skip
                 if processes > 1:
                     command.append("--reuse-port")
+                if aio:
+                    command = [sys.executable, "-m", "benchmarks.aio_server", "--store", path]
                 proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
                 self.procs.append(proc)
                 assert proc.stdout is not None
@@ -192,6 +195,8 @@ def put_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
             ops=n_stream, baseline="inproc-256-s"),
         Row("put-urls-1", "PutURLs, one stream of discovered items (server window 1024)",
             ops=n_stream, baseline="inproc-256-s", note="target >= 0.3x"),
+        Row("put-urls-aio", "PutURLs, one stream, the service on grpc.aio (aio_server.py)",
+            ops=n_stream, baseline="inproc-256-s"),
         Row("put-urls-2", "PutURLs, two streams at once (two channels, two client threads)",
             ops=n_stream, baseline="inproc-256-s"),
     ]  # fmt: skip
@@ -206,11 +211,12 @@ def put_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
             if row.key.startswith("inproc"):
                 grouped = GROUPED if row.key == "inproc-256x8" else 1
                 return timed(_push_in_process(path, _infos(urls), grouped))
-            with Served(os.path.join(path, STORE_FILE)) as served:
+            aio = row.key.endswith("-aio")
+            with Served(os.path.join(path, STORE_FILE), aio=aio) as served:
                 if row.key == "put-discovered":
                     batches, stub = _batches(urls), _stub(served.channel())
                     return timed(lambda: _put_discovered(stub, batches))
-                if row.key == "put-urls-1":
+                if row.key in ("put-urls-1", "put-urls-aio"):
                     items, stub = _items(urls), _stub(served.channel())
                     return timed(lambda: _put_urls(stub, items))
                 half = len(urls) // 2
@@ -231,6 +237,8 @@ def put_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
         "commit each (what a batching client of the library would do), not one URL a commit.",
         "Two streams: two client threads in this process, each on a channel of its own, "
         "half of the URLs each. The machine's cores are shared by the client and the server.",
+        "grpc.aio: `benchmarks/aio_server.py`, the service with `PutURLs` and `GetURLs` on "
+        "an event loop (the same group commit, each ack after its commit), the same client.",
     ]
     return t
 
@@ -267,6 +275,11 @@ def _prefill(path: str, queues: int, state: str) -> None:
                 frontier.pop_many(10 * queues, per_queue=10, lease_time=LEASE, max_in_flight=10)
 
 
+def _shape_of(key: str) -> str:
+    """The shape of a GetURLs row's key (``get-10x10-aio@1e3``: ``10x10``)."""
+    return key.split("-")[1].split("@")[0]
+
+
 def get_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
     quick = plan.mode in ("smoke", "quick")
     sizes = (1_000,) if quick else (1_000, 10_000)
@@ -286,15 +299,20 @@ def get_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
             t.rows.append(Row(f"get-{shape}@{tag}", f"GetURLs, {what}, {queues:,} queues",
                               ops=calls[shape], baseline=base,
                               note="target >= 0.5x" if base == t.baseline else ""))  # fmt: skip
-            for row in t.rows[-2:]:
+            ours = 2
+            if base == t.baseline:
+                t.rows.append(Row(f"get-{shape}-aio@{tag}", f"GetURLs, {what}, {queues:,} "
+                                  "queues, the service on grpc.aio (aio_server.py)",
+                                  ops=calls[shape], baseline=base))  # fmt: skip
+                ours = 3
+            for row in t.rows[-ours:]:
                 row.extra["URLs a call"] = str(urls)
                 row.skipped = _missing()
     if t.rows[0].skipped:
         return t
     from crawlstore.urlfrontier import urlfrontier_pb2 as pb
 
-    states = sorted({(int(r.key[-1]), SHAPES[r.key.split("-", 1)[1].split("@")[0]][4])
-                     for r in t.rows})  # fmt: skip
+    states = sorted({(int(r.key[-1]), SHAPES[_shape_of(r.key)][4]) for r in t.rows})
     progress.start("urlfrontier: GetURLs", len(t.rows) * plan.rounds + len(states))
     with scratch.dir() as filled:
         bases: dict[tuple[int, str], str] = {}
@@ -304,11 +322,10 @@ def get_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
             progress.advance()
 
         def run(row: Row, _round: int) -> float:
-            shape, tag = row.key.split("-", 1)[1].split("@")
-            _, many, per, want, state = SHAPES[shape]
+            _, many, per, want, state = SHAPES[_shape_of(row.key)]
             with scratch.dir() as path:
                 copy = os.path.join(path, STORE_FILE)
-                shutil.copyfile(bases[int(tag[-1]), state], copy)
+                shutil.copyfile(bases[int(row.key[-1]), state], copy)
                 if row.key.startswith("inproc"):
                     store = Store.open(copy)
                     frontier = store.frontier(crawl="default")
@@ -324,7 +341,7 @@ def get_table(plan: Plan, scratch: Scratch, progress: Progress) -> Table:
                         return timed(pop)
                     finally:
                         store.close()
-                with Served(copy) as served:
+                with Served(copy, aio="-aio@" in row.key) as served:
                     stub = _stub(served.channel())
                     if state != "idle":
                         stub.SetDelay(pb.QueueDelayParams(key="", delay_requestable=0))

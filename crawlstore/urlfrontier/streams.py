@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..seed import Seed
     from .service import FrontierService
 
-__all__ = ["put_discovered", "put_urls"]
+__all__ = ["put_discovered", "put_url", "put_urls"]
 
 log = logging.getLogger("crawlstore.urlfrontier")
 _M = TypeVar("_M")
@@ -86,55 +86,59 @@ def _accept(service: FrontierService, info: pb.URLInfo, call: str) -> tuple[str,
         return None
 
 
+def put_url(service: FrontierService, item: pb.URLItem,
+            answer: Callable[[pb.AckMessage], None]) -> None:  # fmt: skip
+    """Submits one ``PutURLs`` item to the group commit; ``answer`` gets its ack (on any
+    thread), after the commit that holds its URL returned."""
+    metrics = service.metrics
+    metrics.put.inc()
+    which = item.WhichOneof("item")
+    if which is None:
+        answer(pb.AckMessage(ID=item.ID, status=SKIPPED))
+        return
+    discovered = which == "discovered"
+    info = item.discovered.info if discovered else item.known.info
+    ack_id = item.ID or info.url
+    if service.closing:
+        answer(pb.AckMessage(ID=ack_id, status=FAIL))
+        return
+    accepted = _accept(service, info, "PutURLs")
+    if accepted is None:
+        answer(pb.AckMessage(ID=ack_id, status=SKIPPED))
+        return
+    name, seed = accepted
+    if discovered:
+        metrics.discovered.labels("true").inc()
+
+        def run() -> Any:
+            return service.writer(name).push_many([seed], new_only=True)[0]
+    else:
+        metrics.discovered.labels("false").inc()
+        date = item.known.refetchable_from_date
+        if date == 0:
+            metrics.completed.inc()
+
+        def run() -> Any:
+            service.writer(name).overwrite_many([(seed, float(date) if date else None)])
+            return None
+
+    def done(result: Admission | None, error: BaseException | None) -> None:
+        if error is not None:
+            log.warning("PutURLs: FAIL %r: %s", info.url[:200], error)
+            status = FAIL
+        elif result is not None and not result:
+            status = SKIPPED
+        else:
+            status = OK
+        answer(pb.AckMessage(ID=ack_id, status=status))
+
+    service.committer.submit(run, done)
+
+
 def put_urls(service: FrontierService, request_iterator: Iterator[pb.URLItem],
              context: grpc.ServicerContext) -> Iterator[pb.AckMessage]:  # fmt: skip
-    metrics = service.metrics
-
-    def handle(item: pb.URLItem, answer: Callable[[pb.AckMessage], None]) -> None:
-        metrics.put.inc()
-        which = item.WhichOneof("item")
-        if which is None:
-            answer(pb.AckMessage(ID=item.ID, status=SKIPPED))
-            return
-        discovered = which == "discovered"
-        info = item.discovered.info if discovered else item.known.info
-        ack_id = item.ID or info.url
-        if service.closing:
-            answer(pb.AckMessage(ID=ack_id, status=FAIL))
-            return
-        accepted = _accept(service, info, "PutURLs")
-        if accepted is None:
-            answer(pb.AckMessage(ID=ack_id, status=SKIPPED))
-            return
-        name, seed = accepted
-        if discovered:
-            metrics.discovered.labels("true").inc()
-
-            def run() -> Any:
-                return service.writer(name).push_many([seed], new_only=True)[0]
-        else:
-            metrics.discovered.labels("false").inc()
-            date = item.known.refetchable_from_date
-            if date == 0:
-                metrics.completed.inc()
-
-            def run() -> Any:
-                service.writer(name).overwrite_many([(seed, float(date) if date else None)])
-                return None
-
-        def done(result: Admission | None, error: BaseException | None) -> None:
-            if error is not None:
-                log.warning("PutURLs: FAIL %r: %s", info.url[:200], error)
-                status = FAIL
-            elif result is not None and not result:
-                status = SKIPPED
-            else:
-                status = OK
-            answer(pb.AckMessage(ID=ack_id, status=status))
-
-        service.committer.submit(run, done)
-
-    return _stream(request_iterator, context, service.window, handle)
+    return _stream(request_iterator, context, service.window,
+                   lambda item, answer: put_url(service, item, answer))  # fmt: skip
 
 
 def put_discovered(service: FrontierService, request_iterator: Iterator[pb.DiscoveredBatch],
