@@ -111,3 +111,24 @@ def test_the_migrate_command_and_the_new_layout(old: Path) -> None:
                 assert len(key) == 16 and txn.get(key[:4] + raw[:16], db=index) == key[4:]
     finally:
         env.close()
+
+
+def test_a_migration_in_small_transactions_places_the_same(
+    old: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crawlstore.storages._lmdb import upgrade
+
+    whole = tmp_path / "whole.lmdb"
+    upgrade.upgrade_format_2(str(old), str(whole))
+    monkeypatch.setattr(upgrade, "_CHUNK", 3)  # records of a crawl across many transactions
+    chunked = tmp_path / "chunked.lmdb"
+    upgrade.upgrade_format_2(str(old), str(chunked))
+    assert verify(chunked) == [] and verify(whole) == []
+    for crawl in ("default", "other"):
+        assert _export(chunked, crawl) == _export(whole, crawl)
+    env = lmdb.open(str(chunked), subdir=False, readonly=True, lock=False, max_dbs=32)
+    try:
+        with env.begin() as txn:
+            assert txn.get(b"upgrading") is None  # the scratch table is gone
+    finally:
+        env.close()

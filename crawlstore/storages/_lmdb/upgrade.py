@@ -9,6 +9,7 @@ created (then by fingerprint) from the crawl's counter, which moves past them.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,49 +43,93 @@ def upgrade_format_2(source: str, target: str) -> None:
 
 
 def _move_urls(txn: lmdb.Transaction, old: lmdb.Environment, new: lmdb.Environment) -> None:
+    """The records, through a scratch table of the new file that sorts them by queue, creation
+    and fingerprint (a crawl of any size in bounded memory), then placed in that order."""
     with new.begin(write=True) as out:
         out.drop(new.open_db(b"urls", txn=out), delete=True)
         out.drop(new.open_db(b"queue_urls", txn=out), delete=True)
+        dbs = {name: new.open_db(name.encode(), txn=out, **DATABASES.get(name, {}))
+               for name in ("urls", "fingerprints", "queues", "meta", _ORDER)}  # fmt: skip
+    olds = {name: old.open_db(name.encode(), txn=txn, create=False)
+            for name in ("urls", "qnames")}  # fmt: skip
+    _write(new, ((_ORDER, key, b"") for key in _order(txn, olds)), dbs)
+    _place_all(new, txn, olds["urls"], dbs)
     with new.begin(write=True) as out:
-        dbs = {name: new.open_db(name.encode(), txn=out, **DATABASES[name])
-               for name in ("urls", "fingerprints", "queues", "meta")}  # fmt: skip
-    puts = _puts(txn, {name: old.open_db(name.encode(), txn=txn, create=False)
-                       for name in ("urls", "qnames", "queues")})  # fmt: skip
-    while True:
-        with new.begin(write=True) as out:
+        out.drop(dbs[_ORDER], delete=True)
+        meta = msgpack.unpackb(out.get(b"meta", db=dbs["meta"]), raw=False)
+        meta["format"] = 3
+        out.put(b"meta", msgpack.packb(meta, use_bin_type=True), db=dbs["meta"])
+
+
+#: The scratch table: crawl, queue, creation time (a big-endian double, which sorts as the
+#: time does for the times after 1970 a record holds), fingerprint.
+_ORDER = "upgrading"
+_CREATED = struct.Struct(">d")
+
+
+def _write(env: lmdb.Environment, puts: Iterator[tuple[str, bytes, bytes]],
+           dbs: dict[str, Any]) -> None:  # fmt: skip
+    """``puts`` in transactions of ``_CHUNK`` (the new file is not in place before the end)."""
+    more = True
+    while more:
+        more = False
+        with env.begin(write=True) as out:
             for n, (db, key, value) in enumerate(puts, 1):
                 out.put(key, value, db=dbs[db])
                 if n == _CHUNK:
+                    more = True
                     break
-            else:
-                meta = msgpack.unpackb(out.get(b"meta", db=dbs["meta"]), raw=False)
-                meta["format"] = 3
-                out.put(b"meta", msgpack.packb(meta, use_bin_type=True), db=dbs["meta"])
-                return
 
 
-def _puts(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Iterator[tuple[str, bytes, bytes]]:
-    """What the new file gets: each URL's record at its place and its place by fingerprint,
-    then each crawl's counters past the sequences taken."""
-    crawls: dict[bytes, list[tuple[bytes, float, bytes]]] = {}
+def _order(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Iterator[bytes]:
+    """Each URL record's key in the scratch table."""
     for key, raw in txn.cursor(db=dbs["urls"]):
-        crawl, fp = bytes(key[keys.CRAWL]), bytes(key[keys.AFTER_CRAWL])
+        crawl = bytes(key[keys.CRAWL])
         _, queue, _, created, *_ = msgpack.unpackb(raw, raw=False)
         qid = txn.get(keys.text_key(crawl, queue), db=dbs["qnames"])
         if qid is None:
             raise ValueError(f"urls record {bytes(key).hex()} names queue {queue!r}, "
                              "which the crawl does not have")  # fmt: skip
-        crawls.setdefault(crawl, []).append((crawl + bytes(qid), float(created), fp))
-    for crawl, urls in crawls.items():
-        stored = txn.get(crawl, db=dbs["queues"])
-        counters = msgpack.unpackb(stored, raw=False) if stored is not None else {}
-        seq = int(counters.get("seq", 0))
-        for qkey, _, fp in sorted(urls):
-            seq += 1
-            key = qkey + keys.u64(seq)
-            record = txn.get(crawl + fp, db=dbs["urls"])
-            if record is not None:  # read a moment ago, in this transaction
-                yield "urls", key, fp + bytes(record)
-                yield "fingerprints", crawl + fp, key[keys.AFTER_CRAWL]
-        counters["seq"] = seq
-        yield "queues", crawl, msgpack.packb(counters, use_bin_type=True)
+        yield crawl + bytes(qid) + _CREATED.pack(float(created)) + bytes(key[keys.AFTER_CRAWL])
+
+
+def _place_all(new: lmdb.Environment, txn: lmdb.Transaction, records: Any,
+               dbs: dict[str, Any]) -> None:  # fmt: skip
+    """Each URL's record at its place and its place by fingerprint, in the scratch table's
+    order, each crawl's sequences past its counter, and its counter past them: ``_CHUNK``
+    records a transaction, each resuming after the last record the one before placed."""
+    crawl, seq, after = b"", 0, b""
+    counters: dict[str, Any] = {}
+    while True:
+        with new.begin(write=True) as out:
+            cursor = out.cursor(db=dbs[_ORDER])
+            found = cursor.set_range(after)
+            for _ in range(_CHUNK):
+                if found and cursor.key() == after:
+                    found = cursor.next()
+                if not found:
+                    if crawl:
+                        out.put(crawl, _counters(counters, seq), db=dbs["queues"])
+                    return
+                after = order = bytes(cursor.key())
+                qkey, fp = order[keys.QUEUE], order[keys.QUEUE.stop + _CREATED.size :]
+                if qkey[keys.CRAWL] != crawl:
+                    if crawl:
+                        out.put(crawl, _counters(counters, seq), db=dbs["queues"])
+                    crawl = qkey[keys.CRAWL]
+                    stored = out.get(crawl, db=dbs["queues"])
+                    counters = msgpack.unpackb(stored, raw=False) if stored is not None else {}
+                    seq = int(counters.get("seq", 0))
+                seq += 1
+                key = qkey + keys.u64(seq)
+                record = txn.get(crawl + fp, db=records)
+                if record is None:  # its key came from this transaction's cursor
+                    raise ValueError(f"urls record {(crawl + fp).hex()} went missing")
+                out.put(key, fp + bytes(record), db=dbs["urls"])
+                out.put(crawl + fp, key[keys.AFTER_CRAWL], db=dbs["fingerprints"])
+                found = cursor.next()
+
+
+def _counters(counters: dict[str, Any], seq: int) -> bytes:
+    packed: bytes = msgpack.packb({**counters, "seq": seq}, use_bin_type=True)
+    return packed
