@@ -54,3 +54,31 @@ def test_a_queue_deleted_takes_its_records_and_their_fingerprints(
         assert len(f.urls(limit=1000)) == 80 - 25
         assert f.push(Seed.get("https://h1.test/1"))  # known no more: admitted again
     assert verify(path) == []
+
+
+def test_a_large_queue_is_paged_through_the_index_from_its_first_page(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue over the threshold never reads its whole range for a page (its gauges say its
+    size); one under it does, and sorts it."""
+    path = tmp_path / "s.lmdb"
+    _crawl(path, clock)
+    monkeypatch.setattr(lmdb_storage, "_SORTED_WALK", 10)
+    sorted_places = lmdb_storage.LmdbStorage._sorted_places
+    sorted_in_memory: list[bool] = []
+
+    def spy(self: lmdb_storage.LmdbStorage, *args: object) -> object:
+        found = sorted_places(self, *args)  # type: ignore[arg-type]
+        sorted_in_memory.append(found is not None)
+        return found
+
+    monkeypatch.setattr(lmdb_storage.LmdbStorage, "_sorted_places", spy)
+    with Store.open(path, clock=clock, readonly=True) as store:
+        f = store.frontier()
+        for host, size, in_memory in (("h0.test", 25, False), ("h3.test", 5, True)):
+            sorted_in_memory.clear()
+            found, after = 0, None
+            while page := f.urls(queue=host, after=after, limit=4):
+                found += len(page)
+                after = page[-1].fingerprint
+            assert found == size and set(sorted_in_memory) == {in_memory}

@@ -38,6 +38,7 @@ import lmdb
 from ...errors import CorruptRecord, StoreError
 from ...frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ...frontier.spi import (
+    FINISHED,
     Capabilities,
     CrawlRecord,
     Entry,
@@ -864,16 +865,23 @@ class LmdbStorage:
     def _sorted_places(self, queue: QueueRecord, after: bytes | None,
                        limit: int | None) -> list[tuple[bytes, bytes]] | None:  # fmt: skip
         """The fingerprints and keys of a queue's URL records after ``after``, in fingerprint
-        order (the first ``limit``), read off its range of ``urls``; None when it holds more
-        than ``_SORTED_WALK`` (walked through ``fingerprints`` instead)."""
+        order (the first ``limit``), read off its range of ``urls``; None for a queue of more
+        than ``_SORTED_WALK`` (walked through ``fingerprints`` instead: a page of it reads about
+        ``limit`` index entries over the queue's share of the crawl)."""
+        held = queue.queued + queue.in_flight + queue.scheduled
+        held += sum(queue.counts.get(gauge, 0) for gauge in FINISHED.values())
+        if held > _SORTED_WALK:
+            return None
         qkey = queue.ref[1]
         cursor = self.txn().cursor(db=self.dbs["urls"])
         places: list[tuple[bytes, bytes]] = []
+        read = 0
         if cursor.set_range(qkey):
             for key, raw in cursor:
                 if key[keys.QUEUE] != qkey:
                     break
-                if len(places) == _SORTED_WALK:
+                read += 1
+                if read > _SORTED_WALK:  # more than its gauges say
                     return None
                 fp = bytes(raw[:16])
                 if after is None or fp > after:
