@@ -1,7 +1,7 @@
 """``LmdbStorage``: the frontier's storage interface over a store's LMDB environment.
 
 Every key starts with the crawl's 4-byte id; a queue's own keys continue with its 4-byte id, so
-that a queue's entries, leases, expiries, schedule and URL list are each one key range.
+that a queue's entries, leases, expiries, schedule and URL records are each one key range.
 
 | table | key | value |
 |---|---|---|
