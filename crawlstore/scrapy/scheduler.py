@@ -348,29 +348,28 @@ class Scheduler:
             self._batch.append((seed, key, check))
             start, self._flushing = not self._flushing, True
         if start:
-            taken: list[list[_Batched]] = []  # the batch the unit took, failed or not
+            taken: list[_Batched] = []  # the batch the unit took, failed or not
             unit = self.worker.submit(partial(self._flush, taken))
             unit.add_done_callback(partial(self._flushed, taken))
             self._changed()
 
-    def _flush(self, taken: list[list[_Batched]]) -> None:
+    def _flush(self, taken: list[_Batched]) -> None:
         """On the worker's thread, in a group's transaction: push the batch."""
         with self._lock:
             batch, self._batch, self._flushing = self._batch, [], False
-        taken.append(batch)
+        taken.extend(batch)
         self.frontier.push_keyed(batch)
 
-    def _flushed(self, taken: list[list[_Batched]], future: Any) -> None:
+    def _flushed(self, taken: list[_Batched], future: Any) -> None:
         """On the worker's thread, once the batch is committed, or failed: then nothing of it
         was written, and its requests are no longer on their way (one made again is pushed
         again, not filtered as pending)."""
         exc = future.exception()
         if exc is not None:  # the store refused the group
             log.error("crawlstore: a batch of requests could not be stored: %r", exc)
-        for batch in taken:
-            for _, key, _ in batch:
-                if key is not None:
-                    self._pending.discard(key)
+        for _, key, _ in taken:
+            if key is not None:
+                self._pending.discard(key)
 
     def _changed(self) -> None:
         """A unit that changes the crawl's counts was queued: a snapshot unit queued after it

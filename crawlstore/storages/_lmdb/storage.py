@@ -13,7 +13,7 @@ that a queue's entries, leases, expiries, schedule and URL records are each one 
 | ``leases`` | crawl, queue, sequence | fingerprint, expiry, holder pid and start, nonce |
 | ``expiries`` | crawl, queue, expiry (ms), sequence | nothing |
 | ``schedule`` | crawl, queue, due (ms, rounded up), sequence | fingerprint, exact due time |
-| ``urls`` | crawl, queue, sequence | fingerprint, state, queue, place, created, outcome, seed |
+| ``urls`` | crawl, queue, sequence | fingerprint, then the URL record (``encode_url``) |
 | ``fingerprints`` | crawl, fingerprint | queue, sequence: where its URL record is |
 
 A new URL's record goes at the end of its queue's range of ``urls`` (its sequence is the crawl's
@@ -632,13 +632,10 @@ class LmdbStorage:
             put(qkey + entry_key(*entry), fp, db=pending)
             place = url.ref
             if place is None:  # new: its entry's sequence is the crawl's next, its place too
-                place = qkey + u64(entry.seq)
-                if put(prefix + fp, place[keys.AFTER_CRAWL], db=index, overwrite=False):
-                    url.ref = place
-                else:  # the crawl has it already (a caller's bug), wherever it is
-                    self._place(ctx, crawl, queue, [url])
-                    place = url.ref
-            elif place[keys.QUEUE] != qkey:  # moved to another queue
+                new = qkey + u64(entry.seq)
+                if put(prefix + fp, new[keys.AFTER_CRAWL], db=index, overwrite=False):
+                    place = url.ref = new
+            if place is None or place[keys.QUEUE] != qkey:  # known (a caller's bug), moved
                 self._place(ctx, crawl, queue, [url])
                 place = url.ref
             put(place, fp + encode_url(url), db=records)
@@ -822,16 +819,11 @@ class LmdbStorage:
         return [url(crawl, fp) for fp in fps]
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
-        txn, prefix = self.txn(), crawl.ref
-        found = txn.get(prefix + fp, db=self.dbs["fingerprints"])
+        prefix = crawl.ref
+        found = self.txn().get(prefix + fp, db=self.dbs["fingerprints"])
         if found is None:
             return None
-        key = prefix + bytes(found)
-        raw = txn.get(key, db=self.dbs["urls"])
-        if raw is None:
-            raise CorruptRecord(f"fingerprints record {(prefix + fp).hex()} names "
-                                f"{key.hex()}, which has no URL record")  # fmt: skip
-        return self._url(key, bytes(raw))
+        return self._record_at(prefix + bytes(found))
 
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         ctx = self.ctx()
