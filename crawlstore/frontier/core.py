@@ -523,6 +523,9 @@ class CoreFrontier(FrontierCore):
             self._reap(crawl, now)
         out: list[Ready] = []
         served = 0
+        # the queues at this call's cap stay out of the walk (the storage's index by in-flight
+        # count), but for those with a schedule or lease to tend
+        below = max_in_flight if max_in_flight else None
         visited: set[str] = set()
         stayed = 0  # queues visited that kept their place in the index (nothing taken)
         while len(out) < limit and (queues is None or served < queues):
@@ -535,10 +538,10 @@ class CoreFrontier(FrontierCore):
                 # once a round; when those read were all visited, past every one visited
                 wanted = min(_BATCH, limit - len(out))
                 window, wide = 2 * stayed + wanted, 2 * len(visited) + wanted
-                candidates = self.storage.due_queues(crawl, now, window)
+                candidates = self.storage.due_queues(crawl, now, window, below)
                 fresh = [q for q in candidates if q.key not in visited]
                 if not fresh and len(candidates) == window < wide:
-                    candidates = self.storage.due_queues(crawl, now, wide)
+                    candidates = self.storage.due_queues(crawl, now, wide, below)
                     fresh = [q for q in candidates if q.key not in visited]
             if not fresh:
                 break

@@ -50,6 +50,7 @@ __all__ = [
     "Visit",
     "Where",
     "enqueue_each",
+    "tend_at",
 ]
 
 _T = TypeVar("_T")
@@ -386,6 +387,18 @@ class UnitReader:
         pass
 
 
+def tend_at(queue: QueueRecord) -> float | None:
+    """When a queue with seeds in flight must be visited whatever a pop's cap on them
+    (``due_queues``'s ``below``): at its earliest schedule or lease expiry, not before the time
+    it is indexed at (``event``); None when it has neither, none in flight, or no place."""
+    due, expiry, event = queue.due_at, queue.expiry_at, queue.event
+    if queue.in_flight <= 0 or event is None:
+        return None
+    if due is None:
+        return None if expiry is None else max(event, expiry)
+    return max(event, due if expiry is None else min(due, expiry))
+
+
 def enqueue_each(storage: Storage, crawl: CrawlRecord, queue: QueueRecord,
                  urls: list[UrlRecord]) -> None:  # fmt: skip
     """``enqueue_many`` an entry and a ``save_url`` at a time: for a storage that has nothing
@@ -470,8 +483,15 @@ class Storage(Protocol):
         """The crawl's queues in key order, from the first key after ``after``."""
 
     def queue_count(self, crawl: CrawlRecord) -> int: ...
-    def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
-        """Up to ``limit`` queues indexed at ``now`` or before, earliest first."""
+    def due_queues(self, crawl: CrawlRecord, now: float, limit: int,
+                   below: int | None = None) -> list[QueueRecord]:  # fmt: skip
+        """Up to ``limit`` queues indexed at ``now`` or before, earliest first. ``below`` (at
+        least 1): only those a pop leaving fewer than ``below`` seeds in flight may take from
+        or must tend: as stored, fewer than ``below`` in flight, or a schedule or lease expiry
+        (``due_at``, ``expiry_at``) at ``now`` or before. The others cost such a call nothing:
+        a storage keeps them out of its walk with an index (by in-flight count, and by the
+        earlier of those two times), so a walk is as long as what it returns however many
+        queues are at that cap. One indexed up to a millisecond early may come back."""
 
     def next_event(self, crawl: CrawlRecord) -> float | None: ...
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:

@@ -26,6 +26,7 @@ from ..frontier.spi import (
     UnitReader,
     UrlRecord,
     enqueue_each,
+    tend_at,
 )
 
 __all__ = ["MemoryStorage"]
@@ -43,6 +44,11 @@ class _Crawl:
         self.queues: dict[str, QueueRecord] = {}
         self.index: list[tuple[float, int, str]] = []  # (event, seq, key); stale ones skipped
         self.indexed: dict[str, tuple[float, int]] = {}
+        #: ``index`` again, a heap for each in-flight count of the queues (``due_queues``'s
+        #: ``below``), and the queues with seeds in flight by when they need tending
+        #: (``tend_at``); an entry is live while the queue it names still matches it.
+        self.loads: dict[int, list[tuple[float, int, str]]] = {}
+        self.wakes: list[tuple[float, str]] = []
         self.pending: dict[str, list[tuple[Entry, bytes]]] = {}
         self.unqueued: dict[str, set[Entry]] = {}
         self.schedules: dict[str, list[tuple[Slot, bytes]]] = {}
@@ -52,6 +58,36 @@ class _Crawl:
         self.urls: dict[bytes, UrlRecord] = {}
         self.queue_urls: dict[str, set[bytes]] = {}
         self.states: dict[str, dict[str, bytes]] = {}
+
+
+_E = TypeVar("_E", bound=tuple[Any, ...])
+
+
+def _due(heap: list[_E], now: float, limit: int, live: Callable[[_E], bool]) -> list[_E]:
+    """Up to ``limit`` live entries of ``heap`` at ``now`` or before, earliest first, left in
+    it; the stale ones met on the way are dropped."""
+    taken: list[_E] = []
+    seen: set[_E] = set()
+    while heap and len(taken) < limit and heap[0][0] <= now:
+        entry = heapq.heappop(heap)
+        if entry not in seen and live(entry):
+            seen.add(entry)
+            taken.append(entry)
+    for entry in taken:
+        heapq.heappush(heap, entry)
+    return taken
+
+
+def _reindex(data: _Crawl, key: str) -> None:
+    """Push the entries of the queue ``key`` as it is now (a copy of a live one is harmless)."""
+    q, at = data.queues.get(key), data.indexed.get(key)
+    if q is None or at is None:
+        return
+    heapq.heappush(data.index, (*at, key))
+    heapq.heappush(data.loads.setdefault(q.in_flight, []), (*at, key))
+    wake = tend_at(q)
+    if wake is not None:
+        heapq.heappush(data.wakes, (wake, key))
 
 
 class MemoryStorage:
@@ -245,7 +281,14 @@ class MemoryStorage:
             data.indexed[key] = (event, data.seq)
             heapq.heappush(data.index, (event, data.seq, key))
         queue.event = event
-        data.queues[key] = queue.copy()
+        stored = data.queues[key] = queue.copy()
+        at = data.indexed.get(key)
+        if at is not None:
+            if at != placed or old is None or old.in_flight != stored.in_flight:
+                heapq.heappush(data.loads.setdefault(stored.in_flight, []), (*at, key))
+            wake = tend_at(stored)
+            if wake is not None and (old is None or tend_at(old) != wake):
+                heapq.heappush(data.wakes, (wake, key))
 
         def undo() -> None:
             if old is None:
@@ -256,7 +299,7 @@ class MemoryStorage:
                 data.indexed.pop(key, None)
             else:
                 data.indexed[key] = placed
-                heapq.heappush(data.index, (*placed, key))  # a copy of a live entry is harmless
+                _reindex(data, key)
 
         self._undo(undo)
 
@@ -276,18 +319,27 @@ class MemoryStorage:
             heapq.heappop(index)  # stale
         return None
 
-    def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
+    def due_queues(
+        self, crawl: CrawlRecord, now: float, limit: int, below: int | None = None
+    ) -> list[QueueRecord]:
         data: _Crawl = crawl.ref
-        index = data.index
-        taken: list[tuple[float, int, str]] = []
-        seen: set[tuple[float, int, str]] = set()
-        while index and len(taken) < limit and index[0][0] <= now:
-            entry = heapq.heappop(index)
-            if data.indexed.get(entry[2]) == entry[:2] and entry not in seen:
-                seen.add(entry)
-                taken.append(entry)  # stale ones are dropped on the way
-        for entry in taken:
-            heapq.heappush(index, entry)
+        if below is None:
+            taken = _due(data.index, now, limit, lambda e: data.indexed.get(e[2]) == e[:2])
+        else:  # the heaps of the loads under the cap, and the queues at it to tend
+            queues, indexed = data.queues, data.indexed
+            taken = []
+            for load, heap in list(data.loads.items()):
+
+                def live(e: tuple[float, int, str], n: int = load) -> bool:
+                    return indexed.get(e[2]) == e[:2] and queues[e[2]].in_flight == n
+
+                if load < below:
+                    taken += _due(heap, now, limit, live)
+                if not heap:
+                    del data.loads[load]
+            woken = _due(data.wakes, now, len(data.wakes),
+                         lambda e: e[1] in indexed and tend_at(queues[e[1]]) == e[0])  # fmt: skip
+            taken = heapq.nsmallest(limit, {*taken, *((*indexed[k], k) for _, k in woken)})
         return [data.queues[key].copy() for _, _, key in taken]
 
     def next_event(self, crawl: CrawlRecord) -> float | None:
@@ -319,7 +371,7 @@ class MemoryStorage:
             data.leases.update(leases)
             if indexed is not None:
                 data.indexed[key] = indexed
-                heapq.heappush(data.index, (*indexed, key))
+                _reindex(data, key)
 
         self._undo(undo)
         return len(urls)

@@ -168,19 +168,25 @@ def test_the_fixture_that_aborted_lmdb(tmp_path: Path) -> None:
 def test_verify_reports_an_abort_of_lmdb_in_its_child(tmp_path: Path) -> None:
     from crawlstore.storages._lmdb.verify import _check_in_child
 
-    # Zero pages of a real store until one makes LMDB abort reading it (about one in four).
+    # Zero each page of a real store in a copy, and take one that makes LMDB abort reading it
+    # (a few in a hundred: which ones depends on the file's layout).
     (original,) = _originals(tmp_path)[:1]
     data = original.read_bytes()
-    rng = random.Random(3)
-    for attempt in range(40):
-        damaged = tmp_path / f"zeroed{attempt}.lmdb"
-        page = rng.randrange(2, len(data) // 4096)
-        damaged.write_bytes(data[: page * 4096] + bytes(4096) + data[(page + 1) * 4096 :])
-        if _outcomes("crawl", [damaged])[str(damaged)].startswith("crashed (-6)"):
+    copies = []
+    for page in range(2, len(data) // 4096):
+        copies.append(tmp_path / f"zeroed{page}.lmdb")
+        copies[-1].write_bytes(data[: page * 4096] + bytes(4096) + data[(page + 1) * 4096 :])
+    outcomes = _outcomes("crawl", copies)
+    aborted = [p for p in copies if outcomes[str(p)].startswith("crashed (-6)")]
+    # The page check finds this damage first; read the records anyway, as for damage it missed
+    # (the records are read in another order than a crawl's: LMDB may find the page wrong
+    # before it aborts on it, which is a typed problem, not this test's)
+    for damaged in aborted:
+        problems = _check_in_child(damaged)
+        if any("aborted" in p for p in problems):
             break
     else:
-        pytest.fail("no zeroed page made LMDB abort")
-    # The page check finds this damage first; read the records anyway, as for damage it missed.
-    problems = _check_in_child(damaged)
+        pytest.fail(f"no zeroed page made LMDB abort in verify's child ({len(aborted)} did in "
+                    "a crawl)")  # fmt: skip
     assert len(problems) == 1 and problems[0].startswith("damaged: LMDB aborted reading table ")
     assert "SIGABRT" in problems[0] and "Assertion" in problems[0], problems

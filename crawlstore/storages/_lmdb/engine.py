@@ -51,6 +51,8 @@ DATABASES: dict[str, dict[str, Any]] = {
     "queues": {},
     "qnames": {},  # crawl, queue key -> queue id
     "ready": {},  # crawl, event ms, seq -> queue id: the crawl's index of queues
+    "loads": {},  # crawl, in-flight count, event ms, seq -> queue id: ready by load
+    "wakes": {},  # crawl, ms, queue id -> nothing: loaded queues with a schedule or lease due
     "pending": {},  # crawl, queue id, rank, class, seq -> fingerprint
     "leases": {},  # crawl, token (queue id, seq) -> fingerprint, expiry, holder
     "expiries": {},  # crawl, queue id, expiry ms, seq -> nothing

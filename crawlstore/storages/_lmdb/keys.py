@@ -50,6 +50,8 @@ def text_key(prefix: bytes, text: str, what: str = "a key") -> bytes:
 # | table | key |
 # |---|---|
 # | ``ready`` | crawl, event ms (``READY_MS``), sequence |
+# | ``loads`` | crawl, in-flight count (``LOAD``), the queue's ``ready`` key after the crawl |
+# | ``wakes`` | crawl, ms (``WAKE_MS``: ``tend_at``), queue id (``WAKE_QUEUE``) |
 # | ``pending`` | queue range (``QUEUE``), order (``ORDER``: rank, class, sequence) |
 # | ``leases`` | crawl, the token's queue id and sequence (``TOKEN_KEY``) |
 # | ``expiries``, ``schedule`` | queue range, ms (``TIME_MS``), sequence (``TIME_SEQ``) |
@@ -66,6 +68,13 @@ AFTER_CRAWL = slice(4, None)
 QUEUE = slice(0, 8)
 #: Where the event's milliseconds are in a ``ready`` key.
 READY_MS = 4
+#: Where the queue's in-flight count is in a ``loads`` key, and its place (its ``ready`` key
+#: after the crawl's id: event ms, sequence), the order ``due_queues`` merges loads in.
+LOAD = 4
+LOAD_PLACE = slice(8, 24)
+#: Where the time is in a ``wakes`` key, and the queue's id.
+WAKE_MS = 4
+WAKE_QUEUE = 12
 #: Where the time's milliseconds are in an ``expiries`` or ``schedule`` key, and its sequence.
 TIME_MS = 8
 TIME_SEQ = slice(16, 24)
@@ -76,3 +85,14 @@ TOKEN_QUEUE = slice(0, 4)
 TOKEN_SEQ = 4
 TOKEN_KEY = slice(0, 12)
 TOKEN_NONCE = slice(12, 16)
+
+
+def load_key(ready: bytes | None, in_flight: int) -> bytes | None:
+    """A queue's key in ``loads``: its key in ``ready`` (None: not indexed) with its in-flight
+    count after the crawl's id."""
+    return None if ready is None else ready[CRAWL] + u32(in_flight) + ready[AFTER_CRAWL]
+
+
+def wake_key(crawl: bytes, qid: int, ms: int | None) -> bytes | None:
+    """A queue's key in ``wakes`` for ``ms`` (its ``tend_at`` rounded up; None: no key)."""
+    return None if ms is None else crawl + u64(ms) + u32(qid)

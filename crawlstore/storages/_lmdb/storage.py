@@ -9,6 +9,8 @@ that a queue's entries, leases, expiries, schedule and URL records are each one 
 | ``queues`` | crawl / crawl, queue | the crawl's totals / the queue's record |
 | ``qnames`` | crawl, queue key (a digest when long) | queue id |
 | ``ready`` | crawl, event (ms), sequence | queue id: the crawl's index of queues |
+| ``loads`` | crawl, in-flight count, event (ms), sequence | queue id: ``ready`` by load |
+| ``wakes`` | crawl, ``tend_at`` (ms), queue | nothing: the loaded queues to tend by time |
 | ``pending`` | crawl, queue, rank, class, sequence | fingerprint |
 | ``leases`` | crawl, queue, sequence | fingerprint, expiry, holder pid and start, nonce |
 | ``expiries`` | crawl, queue, expiry (ms), sequence | nothing |
@@ -46,6 +48,7 @@ from ...frontier.spi import (
     QueueRecord,
     Slot,
     UrlRecord,
+    tend_at,
 )
 from ...url import Fingerprint
 from .._records import ORDER, decode_url, encode_url, ms_up
@@ -73,8 +76,8 @@ _SCHEDULED = struct.Struct(">16sd")
 _HASHED = keys.HASHED
 _WRITE_BACK = frozenset({"meta", "crawls", "queues", "bloom"})
 #: Tables whose keys start with a crawl's id (deleting a crawl clears its range in each).
-CRAWL_TABLES = ("queues", "qnames", "ready", "pending", "leases", "expiries", "schedule",
-                "urls", "fingerprints", "bloom", "validators", "state")  # fmt: skip
+CRAWL_TABLES = ("queues", "qnames", "ready", "loads", "wakes", "pending", "leases", "expiries",
+                "schedule", "urls", "fingerprints", "bloom", "validators", "state")  # fmt: skip
 #: A queue's URL records are sorted in memory for a walk in fingerprint order when it has at
 #: most this many; a larger queue is walked through ``fingerprints`` (the crawl's, in order).
 _SORTED_WALK = 65536
@@ -503,7 +506,9 @@ class LmdbStorage:
             q = QueueRecord.from_record(fields)
         except (TypeError, ValueError) as exc:
             raise CorruptRecord(f"queues record {qkey.hex()} is malformed: {exc!r}") from None
-        q.ref = (qid, qkey, index_key)
+        at = tend_at(q)
+        q.ref = (qid, qkey, index_key, keys.load_key(index_key, q.in_flight),
+                 keys.wake_key(crawl.ref, qid, None if at is None else ms_up(at)))  # fmt: skip
         if ctx is not None:
             ctx.memo[("queue", qkey)] = (record, q)
         return q
@@ -526,8 +531,8 @@ class LmdbStorage:
                 ctx.txn.put(keys.text_key(crawl.ref, queue.key, "a queue key"), keys.u32(qid),
                             db=self.dbs["qnames"])  # fmt: skip
                 ctx.memo[("qid", crawl.ref, queue.key)] = (None, qid)
-            queue.ref = (qid, crawl.ref + keys.u32(qid), None)
-        qid, qkey, placed = queue.ref
+            queue.ref = (qid, crawl.ref + keys.u32(qid), None, None, None)
+        qid, qkey, placed, loaded, woken = queue.ref
         if event is None:
             index_key = None
         elif (
@@ -538,13 +543,20 @@ class LmdbStorage:
             index_key = placed
         else:
             index_key = crawl.ref + _MS_SEQ.pack(ms_up(event), ctx.next_seq(crawl.ref))
-        if index_key != placed:
-            if placed is not None:
-                ctx.txn.delete(placed, db=self.dbs["ready"])
-            if index_key is not None:
-                ctx.txn.put(index_key, keys.u32(qid), db=self.dbs["ready"])
         queue.event = event
-        queue.ref = (qid, qkey, index_key)
+        at = tend_at(queue)
+        load = keys.load_key(index_key, queue.in_flight)
+        wake = keys.wake_key(crawl.ref, qid, None if at is None else ms_up(at))
+        txn, dbs = ctx.txn, self.dbs
+        for table, old, new, value in (("ready", placed, index_key, keys.u32(qid)),
+                                       ("loads", loaded, load, keys.u32(qid)),
+                                       ("wakes", woken, wake, b"")):  # fmt: skip
+            if new != old:
+                if old is not None:
+                    txn.delete(old, db=dbs[table])
+                if new is not None:
+                    txn.put(new, value, db=dbs[table])
+        queue.ref = (qid, qkey, index_key, load, wake)
         record = [*queue.to_record(), index_key]
         ctx.put_record("queues", qkey, record)
         ctx.memo[("queue", qkey)] = (record, queue)
@@ -568,13 +580,20 @@ class LmdbStorage:
     def queue_count(self, crawl: CrawlRecord) -> int:
         return self.totals(crawl).get("queues", 0)
 
-    def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
+    def due_queues(
+        self, crawl: CrawlRecord, now: float, limit: int, below: int | None = None
+    ) -> list[QueueRecord]:
         # Index keys are event times rounded up to the millisecond: a queue placed at ``now``
         # itself (no delay) must be found at ``now``, so compare with ``now`` rounded up too.
         # One indexed up to a millisecond ahead may come back; the core checks each queue's
         # exact time, and ``next_event`` (rounded up) is never early.
-        cursor = self.cursor("ready")
         now_ms = ms_up(now)
+        if below is not None:
+            places = self._due_loads(crawl, now_ms, limit, below)
+            places.update(self._woken(crawl, now_ms))
+            chosen = heapq.nsmallest(limit, places.items(), key=lambda item: item[1])
+            return [self._queue_at(crawl, qid) for qid, _ in chosen]
+        cursor = self.cursor("ready")
         out: list[QueueRecord] = []
         if not cursor.set_range(crawl.ref):
             return out
@@ -587,6 +606,45 @@ class LmdbStorage:
                 break
         return out
 
+    def _due_loads(self, crawl: CrawlRecord, now_ms: int, limit: int,
+                   below: int) -> dict[int, bytes]:  # fmt: skip
+        """Up to ``limit`` queues of each in-flight count under ``below`` indexed at ``now_ms``
+        or before: queue id -> place. A seek for each count the crawl's queues have."""
+        cursor, prefix, places = self.cursor("loads"), crawl.ref, {}
+        load = 0
+        while load < below and cursor.set_range(prefix + keys.u32(load)):
+            key = cursor.key()
+            if key[keys.CRAWL] != prefix or keys.read_u32(key, keys.LOAD) >= below:
+                break
+            load = keys.read_u32(key, keys.LOAD)
+            for _ in range(limit):
+                if (key[keys.CRAWL] != prefix or keys.read_u32(key, keys.LOAD) != load
+                        or keys.read_u64(key, keys.LOAD_PLACE.start) > now_ms):  # fmt: skip
+                    break
+                places[keys.read_u32(cursor.value())] = bytes(key[keys.LOAD_PLACE])
+                if not cursor.next():
+                    break
+                key = cursor.key()
+            load += 1
+        return places
+
+    def _woken(self, crawl: CrawlRecord, now_ms: int) -> dict[int, bytes]:
+        """The queues to tend at ``now_ms`` whatever their load (``tend_at``): id -> place."""
+        cursor, prefix, places = self.cursor("wakes"), crawl.ref, {}
+        found = cursor.set_range(prefix)
+        while found:
+            key = cursor.key()
+            if key[keys.CRAWL] != prefix or keys.read_u64(key, keys.WAKE_MS) > now_ms:
+                break
+            qid = keys.read_u32(key, keys.WAKE_QUEUE)
+            placed = self._queue_at(crawl, qid).ref[2]
+            if placed is None:
+                raise CorruptRecord(f"wakes record {bytes(key).hex()} names queue {qid}, "
+                                    "which has no place in ready")  # fmt: skip
+            places[qid] = placed[keys.AFTER_CRAWL]
+            found = cursor.next()
+        return places
+
     def next_event(self, crawl: CrawlRecord) -> float | None:
         cursor = self.cursor("ready")
         if cursor.set_range(crawl.ref) and cursor.key()[keys.CRAWL] == crawl.ref:
@@ -595,15 +653,16 @@ class LmdbStorage:
 
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
         ctx = self.ctx()
-        _, qkey, placed = queue.ref
+        _, qkey, placed, loaded, woken = queue.ref
         index, prefix = self.dbs["fingerprints"], crawl.ref
         fps = [bytes(raw[:16]) for _, raw in scan(ctx.txn, self.dbs["urls"], qkey)]
         for fp in fps:
             ctx.txn.delete(prefix + fp, db=index)
         for table in ("pending", "leases", "expiries", "schedule", "urls"):
             self._delete_range(table, qkey)
-        if placed is not None:
-            ctx.txn.delete(placed, db=self.dbs["ready"])
+        for table, indexed in (("ready", placed), ("loads", loaded), ("wakes", woken)):
+            if indexed is not None:
+                ctx.txn.delete(indexed, db=self.dbs[table])
         ctx.txn.delete(keys.text_key(crawl.ref, queue.key, "a queue key"), db=self.dbs["qnames"])
         ctx.put_record("queues", qkey, None)
         ctx.memo.pop(("qid", crawl.ref, queue.key), None)

@@ -2,7 +2,8 @@
 
 Format 2 kept a URL record under its crawl and fingerprint (``urls``), and a queue's list of
 URLs beside it (``queue_urls``: crawl, queue, fingerprint). Format 3 keeps the record under its
-crawl, queue and a sequence (``urls``) and finds it by fingerprint through ``fingerprints``.
+crawl, queue and a sequence (``urls``) and finds it by fingerprint through ``fingerprints``,
+and indexes the queues in ``ready`` by load too (``loads``, ``wakes``, from each queue's record).
 Every other table is as it was. A queue's records get sequences in the order its URLs were
 created (then by fingerprint) from the crawl's counter, which moves past them.
 """
@@ -17,6 +18,8 @@ from typing import Any
 import lmdb
 import msgpack
 
+from ...frontier.spi import QueueRecord, tend_at
+from .._records import ms_up
 from . import keys
 from .engine import DATABASES
 
@@ -49,11 +52,13 @@ def _move_urls(txn: lmdb.Transaction, old: lmdb.Environment, new: lmdb.Environme
         out.drop(new.open_db(b"urls", txn=out), delete=True)
         out.drop(new.open_db(b"queue_urls", txn=out), delete=True)
         dbs = {name: new.open_db(name.encode(), txn=out, **DATABASES.get(name, {}))
-               for name in ("urls", "fingerprints", "queues", "meta", _ORDER)}  # fmt: skip
+               for name in ("urls", "fingerprints", "queues", "meta", "loads", "wakes",
+                            _ORDER)}  # fmt: skip
     olds = {name: old.open_db(name.encode(), txn=txn, create=False)
             for name in ("urls", "qnames")}  # fmt: skip
     _write(new, ((_ORDER, key, b"") for key in _order(txn, olds)), dbs)
     _place_all(new, txn, olds["urls"], dbs)
+    _index_loads(new, dbs)
     with new.begin(write=True) as out:
         out.drop(dbs[_ORDER], delete=True)
         meta = msgpack.unpackb(out.get(b"meta", db=dbs["meta"]), raw=False)
@@ -127,6 +132,34 @@ def _place_all(new: lmdb.Environment, txn: lmdb.Transaction, records: Any,
                     raise ValueError(f"urls record {(crawl + fp).hex()} went missing")
                 out.put(key, fp + bytes(record), db=dbs["urls"])
                 out.put(crawl + fp, key[keys.AFTER_CRAWL], db=dbs["fingerprints"])
+                found = cursor.next()
+
+
+def _index_loads(new: lmdb.Environment, dbs: dict[str, Any]) -> None:
+    """Each indexed queue's keys in ``loads`` and ``wakes``, from its record (its key in
+    ``ready`` last), ``_CHUNK`` queues a transaction."""
+    after, found = b"", True
+    while found:
+        with new.begin(write=True) as out:
+            cursor = out.cursor(db=dbs["queues"])
+            found = cursor.set_range(after)
+            for _ in range(_CHUNK):
+                if found and cursor.key() == after:
+                    found = cursor.next()
+                if not found:
+                    break
+                after = qkey = bytes(cursor.key())
+                if len(qkey) == keys.QUEUE.stop:  # a queue's (the crawl's totals: its id only)
+                    *record, placed = msgpack.unpackb(cursor.value(), raw=False)
+                    q = QueueRecord.from_record(record)
+                    at = tend_at(q)
+                    load = keys.load_key(placed, q.in_flight)
+                    wake = keys.wake_key(qkey[keys.CRAWL], keys.read_u32(qkey, keys.CRAWL.stop),
+                                         None if at is None else ms_up(at))  # fmt: skip
+                    if load is not None:
+                        out.put(load, qkey[keys.AFTER_CRAWL], db=dbs["loads"])
+                    if wake is not None:
+                        out.put(wake, b"", db=dbs["wakes"])
                 found = cursor.next()
 
 

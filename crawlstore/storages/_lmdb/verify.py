@@ -24,8 +24,8 @@ import lmdb
 import lmdb.verify
 
 from ...errors import CrawlstoreError, OlderFormat
-from ...frontier.spi import QUEUE_FIELDS, Durability
-from .._records import decode_url
+from ...frontier.spi import QUEUE_FIELDS, Durability, QueueRecord, tend_at
+from .._records import decode_url, ms_up
 from . import keys
 from .child import run_child
 from .codec import unpack
@@ -115,8 +115,8 @@ def check_records(
 #: Every table but the seen set (its duplicates are counted on their own), msgpack ones first.
 #: Tables whose values are msgpack records, decoded to check them; then those of raw values.
 _RECORD_TABLES = ("crawls", "queues", "urls", "validators", "state", "meta")
-_TABLES = (*_RECORD_TABLES, "pending", "leases", "schedule", "expiries", "ready", "qnames",
-           "fingerprints", "bloom")  # fmt: skip
+_TABLES = (*_RECORD_TABLES, "pending", "leases", "schedule", "expiries", "ready", "loads",
+           "wakes", "qnames", "fingerprints", "bloom")  # fmt: skip
 
 
 def _check_contents(
@@ -178,6 +178,9 @@ def _check_contents(
         if held["urls"][crawl] != held["fingerprints"][crawl]:
             problems.append(f"crawl {name!r}: {held['urls'][crawl]} URL records, "
                             f"{held['fingerprints'][crawl]} fingerprints")  # fmt: skip
+        if held["ready"][crawl] != held["loads"][crawl]:
+            problems.append(f"crawl {name!r}: {held['ready'][crawl]} queues in ready, "
+                            f"{held['loads'][crawl]} in loads")  # fmt: skip
         if held["leases"][crawl] != held["expiries"][crawl]:
             problems.append(f"crawl {name!r}: {held['leases'][crawl]} leases, "
                             f"{held['expiries'][crawl]} expiries")  # fmt: skip
@@ -187,7 +190,7 @@ def _check_contents(
                     f"crawl {name!r}: counter {counter} is {counters.get(counter, 0)}, "
                     f"the tables hold {count}"
                 )
-        problems += _check_queues(txn, dbs, name, crawl, by_queue)
+        problems += _check_queues(txn, dbs, name, crawl, by_queue, held)
     return problems
 
 
@@ -208,13 +211,16 @@ def _check_url(txn: lmdb.Transaction, dbs: dict[str, Any], key: bytes, raw: byte
 
 def _check_queues(
     txn: lmdb.Transaction, dbs: dict[str, Any], name: str, crawl: bytes,
-    by_queue: dict[str, Counter[bytes]],
+    by_queue: dict[str, Counter[bytes]], by_crawl: dict[str, Counter[bytes]],
 ) -> list[str]:  # fmt: skip
-    """Each queue's gauges against its entries, leases and schedule."""
+    """Each queue's gauges against its entries, leases and schedule, and its keys in the
+    indexes by load and by ``tend_at`` against its record (``loads`` holds what ``ready`` does,
+    by count)."""
     problems: list[str] = []
     cursor = txn.cursor(db=dbs["queues"])
     if not cursor.set_range(crawl):
         return problems
+    wakes = 0
     for key, raw in cursor:
         if key[keys.CRAWL] != crawl:
             break
@@ -222,15 +228,28 @@ def _check_queues(
             continue
         qkey = bytes(key)
         try:
-            fields = dict(zip(QUEUE_FIELDS, unpack("queues", qkey, raw), strict=False))
+            *record, placed = unpack("queues", qkey, raw)
+            fields = dict(zip(QUEUE_FIELDS, record, strict=False))
             qname = fields["key"]
             gauges = {name: fields[name] for name in ("queued", "in_flight", "scheduled")}
+            at = tend_at(QueueRecord.from_record(record))
+            load = keys.load_key(placed, gauges["in_flight"])
         except (CrawlstoreError, TypeError, ValueError, IndexError, KeyError):
             continue  # reported with the table
+        qid = keys.read_u32(qkey, keys.CRAWL.stop)
+        wake = keys.wake_key(crawl, qid, None if at is None else ms_up(at))
+        for table, indexed in (("loads", load), ("wakes", wake)):
+            if indexed is not None and txn.get(indexed, db=dbs[table]) is None:
+                problems.append(f"crawl {name!r}, queue {qname!r}: {table} has no key "
+                                f"{indexed.hex()}")  # fmt: skip
+        wakes += wake is not None
         held = {"queued": by_queue["pending"][qkey], "scheduled": by_queue["schedule"][qkey],
                 "in_flight": by_queue["leases"][qkey]}  # fmt: skip
         for gauge, count in held.items():
             if gauges[gauge] != count:
                 problems.append(f"crawl {name!r}, queue {qname!r}: {gauge} is {gauges[gauge]}, "
                                 f"the tables hold {count}")  # fmt: skip
+    if wakes != by_crawl["wakes"][crawl]:
+        problems.append(f"crawl {name!r}: {wakes} queues to tend, "
+                        f"{by_crawl['wakes'][crawl]} in wakes")  # fmt: skip
     return problems

@@ -14,6 +14,8 @@ the suffixes below; a queue's own keys add the queue's key in UTF-8.
 | ``<tag>`` ``FENCE`` | string | the newest fence applied to the keys of hash tag ``<tag>`` |
 | ``{ns:c}`` ``TOTALS`` | hash | the crawl's totals; ``~seq``, ``~seen``, ``~bloom`` |
 | ``{ns:c}`` ``EVENTS`` | sorted set | the crawl's queues by next event (``EVENT_*``) |
+| ``{ns:c}`` ``LOADS`` | sorted set | ``EVENTS`` by the queues' in-flight counts (``LOAD_*``) |
+| ``{ns:c}`` ``WAKES`` | sorted set | the loaded queues by ``tend_at`` (``WAKE_*``) |
 | ``{ns:c}`` ``QUEUE_KEYS`` | sorted set | the crawl's queue keys |
 | ``{ns:c}`` ``STATE`` ``<name>``, ``STATE_NAMES`` | hashes | facade state, and its names |
 | ``{ns:c:b}`` ``QUEUES`` | hash | queue key -> queue record |
@@ -43,6 +45,8 @@ FENCES = b":fence"
 FENCE = b":f"
 TOTALS = b":t"
 EVENTS = b":x"
+LOADS = b":xl"
+WAKES = b":xw"
 QUEUE_KEYS = b":k"
 STATE = b":st:"
 STATE_NAMES = b":sn"
@@ -67,6 +71,11 @@ NOT_A_TOTAL = b"~"
 # -- members -------------------------------------------------------------------------------------
 #: An ``EVENTS`` member: the event's ms, a sequence, then the queue's key.
 EVENT_QUEUE = slice(16, None)
+#: A ``LOADS`` member: the queue's in-flight count (u32), then its ``EVENTS`` member.
+LOAD_PLACE = slice(4, 20)
+LOAD_QUEUE = slice(20, None)
+#: A ``WAKES`` member: the ms (u64) of the queue's ``tend_at``, then the queue's key.
+WAKE_QUEUE = slice(8, None)
 #: An ``ENTRIES`` member: the entry's order (rank, class, sequence: 13 bytes), the fingerprint.
 ENTRY_FP = slice(13, None)
 #: An ``EXPIRIES`` member: the expiry's ms, then the lease's token.

@@ -41,6 +41,7 @@ from ...frontier.spi import (
     UnitReader,
     UrlRecord,
     enqueue_each,
+    tend_at,
 )
 from ...url import FINGERPRINT_VERSION, Fingerprint
 from .._records import ORDER, decode_url, encode_url, ms_up, pack
@@ -55,6 +56,9 @@ from .keys import (
     EXPIRY_TOKEN,
     FENCE,
     LEASES,
+    LOAD_PLACE,
+    LOAD_QUEUE,
+    LOADS,
     MEMBERS,
     META,
     NOT_A_TOTAL,
@@ -69,6 +73,8 @@ from .keys import (
     STATE_NAMES,
     TOTALS,
     URLS,
+    WAKE_QUEUE,
+    WAKES,
 )
 from .server import Server
 from .unit import Cache, Unit
@@ -83,6 +89,19 @@ _T = TypeVar("_T")
 #: The layout of every key and record; bumped on any incompatible change.
 FORMAT_VERSION = 1
 _U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+
+
+def _members(raw_key: bytes, queue: QueueRecord, placed: bytes) -> tuple[bytes, bytes, bytes]:
+    """A queue's members of its crawl's ``EVENTS`` (``placed``), ``LOADS`` and ``WAKES`` (b"":
+    none), as its record says."""
+    if not placed:
+        return b"", b"", b""
+    at = tend_at(queue)
+    wake = b"" if at is None else _U64.pack(ms_up(at)) + raw_key
+    return placed, _U32.pack(queue.in_flight) + placed, wake
+
+
 _AT = struct.Struct(">d")
 _FIRST = b"\x00" * 8
 
@@ -397,7 +416,8 @@ class RedisStorage:
             q = QueueRecord.from_record(fields)
         except (TypeError, ValueError) as exc:
             raise CorruptRecord(f"queues record {key!r} is malformed: {exc!r}") from None
-        q.ref = member or b""  # its place in the index (b"": none); set: stored
+        # set: stored; its members of the index, by load and by tend_at (b"": none)
+        q.ref = _members(key.encode("utf-8", "surrogatepass"), q, member or b"")
         return q
 
     def queue(self, crawl: CrawlRecord, key: str) -> QueueRecord | None:
@@ -431,23 +451,25 @@ class RedisStorage:
             if stored is None:
                 self.add_totals(crawl, {"queues": 1})
                 u.zadd(tag + QUEUE_KEYS, raw_key)
-                queue.ref = b""
+                queue.ref = (b"", b"", b"")
             else:
                 queue.ref = stored.ref
-        placed: bytes = queue.ref
+        placed: bytes = queue.ref[0]
         if event is None:
             member = b""
         elif placed and not rotate and _U64.unpack_from(placed)[0] == ms_up(event):
             member = placed
         else:
             member = _U64.pack(ms_up(event)) + _U64.pack(self.next_seq(crawl)) + raw_key
-        if member != placed:
-            if placed:
-                u.zrem(tag + EVENTS, placed)
-            if member:
-                u.zadd(tag + EVENTS, member)
         queue.event = event
-        queue.ref = member
+        members = _members(raw_key, queue, member)
+        for index, old, new in zip((EVENTS, LOADS, WAKES), queue.ref, members, strict=True):
+            if new != old:
+                if old:
+                    u.zrem(tag + index, old)
+                if new:
+                    u.zadd(tag + index, new)
+        queue.ref = members
         u.hset(self._queue_bucket(crawl, queue.key) + QUEUES, raw_key,
                pack([*queue.to_record(), member]))  # fmt: skip
 
@@ -459,13 +481,36 @@ class RedisStorage:
     def queue_count(self, crawl: CrawlRecord) -> int:
         return self.totals(crawl).get("queues", 0)
 
-    def due_queues(self, crawl: CrawlRecord, now: float, limit: int) -> list[QueueRecord]:
+    def due_queues(
+        self, crawl: CrawlRecord, now: float, limit: int, below: int | None = None
+    ) -> list[QueueRecord]:
         # index members start with the event rounded up to the millisecond, as on LMDB
-        members = self.unit().zrange(self.crawl_tag(crawl) + EVENTS, None,
-                                  _U64.pack(ms_up(now) + 1), limit)  # fmt: skip
-        return self._queues_at(
-            crawl, [m[EVENT_QUEUE].decode("utf-8", "surrogatepass") for m in members]
-        )
+        u, tag, now_ms = self.unit(), self.crawl_tag(crawl), ms_up(now)
+        if below is None:
+            members = u.zrange(tag + EVENTS, None, _U64.pack(now_ms + 1), limit)
+            return self._queues_at(
+                crawl, [m[EVENT_QUEUE].decode("utf-8", "surrogatepass") for m in members]
+            )
+        places: dict[bytes, bytes] = {}  # queue key -> place
+        load = 0
+        while load < below:  # a read for each in-flight count under ``below`` the queues have
+            first = u.zrange(tag + LOADS, _U32.pack(load), None, 1, inclusive=True)
+            if not first or _U32.unpack_from(first[0])[0] >= below:
+                break
+            start = first[0][:4]
+            for m in u.zrange(tag + LOADS, start, start + _U64.pack(now_ms + 1), limit,
+                              inclusive=True):  # fmt: skip
+                places[m[LOAD_QUEUE]] = m[LOAD_PLACE]
+            load = _U32.unpack_from(start)[0] + 1
+        for m in u.zrange(tag + WAKES, None, _U64.pack(now_ms + 1), 2**31):
+            key = m[WAKE_QUEUE].decode("utf-8", "surrogatepass")
+            q = self.queue(crawl, key)
+            if q is None or not q.ref[0]:
+                raise CorruptRecord(f"the index of crawl {crawl.name!r} by tend_at names queue "
+                                    f"{key!r}, which is not in its index")  # fmt: skip
+            places[m[WAKE_QUEUE]] = q.ref[0][:16]
+        chosen = sorted(places, key=places.__getitem__)[:limit]
+        return self._queues_at(crawl, [k.decode("utf-8", "surrogatepass") for k in chosen])
 
     def next_event(self, crawl: CrawlRecord) -> float | None:
         first = self.unit().zrange(self.crawl_tag(crawl) + EVENTS, None, None, 1)
@@ -483,8 +528,9 @@ class RedisStorage:
         for token, raw in u.hgetall(bucket + LEASES).items():
             if self._lease(token, raw).queue == key:
                 u.hset(bucket + LEASES, token, None)
-        if queue.ref:
-            u.zrem(tag + EVENTS, queue.ref)
+        for index, member in zip((EVENTS, LOADS, WAKES), queue.ref, strict=True):
+            if member:
+                u.zrem(tag + index, member)
         raw_key = key.encode("utf-8", "surrogatepass")
         u.zrem(tag + QUEUE_KEYS, raw_key)
         u.hset(bucket + QUEUES, raw_key, None)
