@@ -427,11 +427,13 @@ class MemoryStorage:
         data: _Crawl = crawl.ref
         heap = data.expiries.get(queue.key, [])
         popped, out = [], []
+        ended: set[bytes] = set()  # (a lease extended twice to one time has two entries alike)
         while heap and heap[0][0] <= now:
             entry = heapq.heappop(heap)
             popped.append(entry)
             lease = data.leases.get(entry[1])
-            if lease is not None and lease.expires == entry[0]:
+            if lease is not None and lease.expires == entry[0] and entry[1] not in ended:
+                ended.add(entry[1])
                 out.append(LeaseRecord(lease.token, lease.fp, lease.queue, lease.expires,
                                        lease.owner))  # fmt: skip
         if popped:

@@ -291,3 +291,17 @@ def test_extend_lease_through_facades(make_frontier: MakeFrontier) -> None:
     f.report(Done(popped.seed))
     with pytest.raises(NotInFlight):
         f.extend_lease(popped.seed)
+
+
+def test_a_lease_extended_twice_to_one_time_ends_once(
+    make_frontier: MakeFrontier, clock: ManualClock
+) -> None:
+    f = make_frontier("fifo", lease_time=30).core
+    f.push(seed("a"))
+    (ready,) = f.pop_many(1)
+    f.extend_lease(ready.seed, 1)
+    f.extend_lease(ready.seed, 1)  # the same expiry again
+    clock.advance(1)
+    (again,) = f.pop_many(5)
+    assert again.seed.url == ready.seed.url
+    assert f.stats().in_flight == 1 and f.stats().queued == 0
