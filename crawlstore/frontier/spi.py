@@ -51,6 +51,7 @@ __all__ = [
     "Where",
     "enqueue_each",
     "tend_at",
+    "tend_time",
 ]
 
 _T = TypeVar("_T")
@@ -391,12 +392,18 @@ def tend_at(queue: QueueRecord) -> float | None:
     """When a queue with seeds in flight must be visited whatever a pop's cap on them
     (``due_queues``'s ``below``): at its earliest schedule or lease expiry, not before the time
     it is indexed at (``event``); None when it has neither, none in flight, or no place."""
-    due, expiry, event = queue.due_at, queue.expiry_at, queue.event
-    if queue.in_flight <= 0 or event is None:
+    return tend_time(queue.in_flight, queue.due_at, queue.expiry_at, queue.event)
+
+
+def tend_time(
+    in_flight: int, due_at: float | None, expiry_at: float | None, event: float | None
+) -> float | None:
+    """``tend_at`` of a queue with these values (a storage reading them off a stored record)."""
+    if in_flight <= 0 or event is None:
         return None
-    if due is None:
-        return None if expiry is None else max(event, expiry)
-    return max(event, due if expiry is None else min(due, expiry))
+    if due_at is None:
+        return None if expiry_at is None else max(event, expiry_at)
+    return max(event, due_at if expiry_at is None else min(due_at, expiry_at))
 
 
 def enqueue_each(storage: Storage, crawl: CrawlRecord, queue: QueueRecord,

@@ -41,6 +41,7 @@ from ...errors import CorruptRecord, StoreError
 from ...frontier.policy import DEFAULTS, CrawlPolicy, Defaults
 from ...frontier.spi import (
     FINISHED,
+    QUEUE_FIELDS,
     Capabilities,
     CrawlRecord,
     Entry,
@@ -48,7 +49,7 @@ from ...frontier.spi import (
     QueueRecord,
     Slot,
     UrlRecord,
-    tend_at,
+    tend_time,
 )
 from ...url import Fingerprint
 from .._records import ORDER, decode_url, encode_url, ms_up
@@ -81,6 +82,18 @@ CRAWL_TABLES = ("queues", "qnames", "ready", "loads", "wakes", "pending", "lease
 #: A queue's URL records are sorted in memory for a walk in fingerprint order when it has at
 #: most this many; a larger queue is walked through ``fingerprints`` (the crawl's, in order).
 _SORTED_WALK = 65536
+#: Where a queue record (``QUEUE_FIELDS``, then its key in ``ready``) holds its in-flight count
+#: (its key in ``loads``) and the other values of its ``tend_at`` (its key in ``wakes``).
+_IN_FLIGHT = QUEUE_FIELDS.index("in_flight")
+_DUE_AT, _EXPIRY_AT, _EVENT = (QUEUE_FIELDS.index(f) for f in ("due_at", "expiry_at", "event"))
+
+
+def _wake(crawl: bytes, qid: int, record: list[Any]) -> bytes | None:
+    """A queue's key in ``wakes``, from its record (None: none)."""
+    if record[_IN_FLIGHT] is None:
+        return None  # (a queue not stored yet)
+    at = tend_time(record[_IN_FLIGHT], record[_DUE_AT], record[_EXPIRY_AT], record[_EVENT])
+    return keys.wake_key(crawl, qid, None if at is None else ms_up(at))
 
 
 def _memo(decode: Callable[[Any], _T]) -> Callable[[dict[str, Any]], _T]:
@@ -506,9 +519,7 @@ class LmdbStorage:
             q = QueueRecord.from_record(fields)
         except (TypeError, ValueError) as exc:
             raise CorruptRecord(f"queues record {qkey.hex()} is malformed: {exc!r}") from None
-        at = tend_at(q)
-        q.ref = (qid, qkey, index_key, keys.load_key(index_key, q.in_flight),
-                 keys.wake_key(crawl.ref, qid, None if at is None else ms_up(at)))  # fmt: skip
+        q.ref = (qid, qkey, index_key, record)  # and the record as stored (its index keys)
         if ctx is not None:
             ctx.memo[("queue", qkey)] = (record, q)
         return q
@@ -531,8 +542,8 @@ class LmdbStorage:
                 ctx.txn.put(keys.text_key(crawl.ref, queue.key, "a queue key"), keys.u32(qid),
                             db=self.dbs["qnames"])  # fmt: skip
                 ctx.memo[("qid", crawl.ref, queue.key)] = (None, qid)
-            queue.ref = (qid, crawl.ref + keys.u32(qid), None, None, None)
-        qid, qkey, placed, loaded, woken = queue.ref
+            queue.ref = (qid, crawl.ref + keys.u32(qid), None, None)
+        qid, qkey, placed, stored = queue.ref
         if event is None:
             index_key = None
         elif (
@@ -544,20 +555,35 @@ class LmdbStorage:
         else:
             index_key = crawl.ref + _MS_SEQ.pack(ms_up(event), ctx.next_seq(crawl.ref))
         queue.event = event
-        at = tend_at(queue)
-        load = keys.load_key(index_key, queue.in_flight)
-        wake = keys.wake_key(crawl.ref, qid, None if at is None else ms_up(at))
-        txn, dbs = ctx.txn, self.dbs
-        for table, old, new, value in (("ready", placed, index_key, keys.u32(qid)),
-                                       ("loads", loaded, load, keys.u32(qid)),
-                                       ("wakes", woken, wake, b"")):  # fmt: skip
-            if new != old:
-                if old is not None:
-                    txn.delete(old, db=dbs[table])
-                if new is not None:
-                    txn.put(new, value, db=dbs[table])
-        queue.ref = (qid, qkey, index_key, load, wake)
         record = [*queue.to_record(), index_key]
+        txn, dbs, value = ctx.txn, self.dbs, keys.u32(qid)
+        if stored is None:
+            stored = [None] * len(record)  # no keys yet
+        if index_key != placed:
+            if placed is not None:
+                txn.delete(placed, db=dbs["ready"])
+            if index_key is not None:
+                txn.put(index_key, value, db=dbs["ready"])
+        if index_key != placed or stored[_IN_FLIGHT] != record[_IN_FLIGHT]:
+            old = keys.load_key(placed, stored[_IN_FLIGHT])
+            if old is not None:
+                txn.delete(old, db=dbs["loads"])
+            new = keys.load_key(index_key, record[_IN_FLIGHT])
+            if new is not None:
+                txn.put(new, value, db=dbs["loads"])
+        if (stored[_IN_FLIGHT], stored[_DUE_AT], stored[_EXPIRY_AT], stored[_EVENT]) != (
+            record[_IN_FLIGHT],
+            record[_DUE_AT],
+            record[_EXPIRY_AT],
+            record[_EVENT],
+        ):
+            old, new = _wake(crawl.ref, qid, stored), _wake(crawl.ref, qid, record)
+            if old != new:
+                if old is not None:
+                    txn.delete(old, db=dbs["wakes"])
+                if new is not None:
+                    txn.put(new, b"", db=dbs["wakes"])
+        queue.ref = (qid, qkey, index_key, record)
         ctx.put_record("queues", qkey, record)
         ctx.memo[("queue", qkey)] = (record, queue)
 
@@ -653,7 +679,9 @@ class LmdbStorage:
 
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
         ctx = self.ctx()
-        _, qkey, placed, loaded, woken = queue.ref
+        qid, qkey, placed, stored = queue.ref
+        loaded = None if stored is None else keys.load_key(placed, stored[_IN_FLIGHT])
+        woken = None if stored is None else _wake(crawl.ref, qid, stored)
         index, prefix = self.dbs["fingerprints"], crawl.ref
         fps = [bytes(raw[:16]) for _, raw in scan(ctx.txn, self.dbs["urls"], qkey)]
         for fp in fps:
