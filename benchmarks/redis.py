@@ -1,9 +1,10 @@
 """The ``redis`` workload: crawlstore's store on Redis against the scrapy-redis layout doing the
 same work on the same servers, a standalone ``redis-server`` and a cluster of 3 masters and 3
-replicas, both started here (``benchmarks/servers.py``). Four tables: ``redis-push`` (new
+replicas, both started here (``benchmarks/servers.py``). Five tables: ``redis-push`` (new
 seeds in batches), ``redis-pop`` (popped in batches, each reported Done), ``redis-spread``
-(keys, memory and commands on each master of the cluster) and ``redis-memory`` (bytes of
-``used_memory`` a queued, a crawled and a seen URL).
+(keys, memory and commands on each master of the cluster), ``redis-memory`` (bytes of
+``used_memory`` a queued, a crawled and a seen URL) and ``redis-scaling`` (P crawler processes
+on one store vs on a store each: ``benchmarks/redis_scaling.py``).
 
 The scrapy-redis layout is scrapy-redis 0.9.1's keys and commands, reimplemented here with
 redis-py (scrapy-redis is not a dependency): its ``PriorityQueue`` (a sorted set
@@ -583,6 +584,8 @@ def _commands(before: list[Master], after: list[Master], n: int) -> str:
 
 
 def redis_tables(plan: Plan, progress: Progress) -> list[Table]:
+    from .redis_scaling import scaling_table
+
     hosts, per_host, n_memory = sizes(plan)
     urls = urls_of(hosts, per_host)
     n = len(urls)
@@ -649,8 +652,9 @@ def redis_tables(plan: Plan, progress: Progress) -> list[Table]:
         else:
             _memory(memory, deps["standalone"], hosts, n_memory)
         progress.advance("memory")
+        scaling = scaling_table(plan, deps, servers.why, progress)
     _notes(push, pop, spread, memory, hosts, per_host, n_memory, rounds)
-    return [push, pop, spread, memory]
+    return [push, pop, spread, memory, scaling]
 
 
 def _spread(table: Table, dep: Deployment | None, observed: dict[str, Observed],

@@ -17,7 +17,7 @@ WORKLOADS = ["crawl", "calls", "push-each", "push-grouped", "pop-each", "pop-gro
              "open", "scaling", "seeds", "validators", "scrapy-scheduler", "scrapy-resume",
              "scrapy-crawl", "urlfrontier-put", "urlfrontier-get",
              "urlfrontier-processes", "redis-push", "redis-pop", "redis-spread",
-             "redis-memory"]  # fmt: skip
+             "redis-memory", "redis-scaling"]  # fmt: skip
 #: A guard against a hung suite, not a speed: about 90 s on an idle 2-core machine.
 SECONDS = 1200
 
