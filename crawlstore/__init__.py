@@ -1,7 +1,7 @@
 """crawlstore: an embedded, crash-safe crawl-state store for Python crawlers."""
 
 from . import errors
-from .clock import Clock, ManualClock
+from .clock import Clock, ManualClock, SyncedClock
 from .frontier import (
     Admission,
     AsyncWorker,
@@ -78,6 +78,7 @@ __all__ = [
     "Snapshot",
     "Stats",
     "Store",
+    "SyncedClock",
     "URLStatus",
     "Upcoming",
     "Validator",

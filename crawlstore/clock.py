@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["Clock", "ManualClock", "system_clock"]
+__all__ = ["Clock", "ManualClock", "SyncedClock", "system_clock"]
 
 #: A callable returning the current time in epoch seconds.
 Clock = Callable[[], float]
@@ -33,3 +35,48 @@ class ManualClock:
     async def async_sleep(self, seconds: float) -> None:
         """A drop-in for ``asyncio.sleep`` that advances this clock instead of waiting."""
         self.now += max(0.0, seconds)
+
+
+class SyncedClock:
+    """Epoch seconds as ``reference`` (a server's clock, shared by every client of a store)
+    tells them, read off this machine's clock: ``local`` plus the offset between the two,
+    measured at the first call and again every ``every`` seconds, at the midpoint of the
+    reference's call. Clients of one store then agree on the time to within half a round trip
+    and what their clocks drift in ``every`` seconds, whatever their own clocks say. It never
+    goes back. When a measurement fails, the last offset stays in use (a first one raises)."""
+
+    def __init__(self, reference: Clock, *, local: Clock = time.time, every: float = 30.0) -> None:
+        self._reference = reference
+        self._local = local
+        self.every = every
+        #: Seconds to add to ``local``; and half the round trip it was measured in.
+        self.offset = 0.0
+        self.uncertainty = math.inf
+        self._measured_at = -math.inf
+        self._last = -math.inf
+        self._lock = threading.Lock()
+
+    def measure(self) -> float:
+        """Measure the offset now; the new offset."""
+        before = self._local()
+        at = self._reference()
+        after = self._local()
+        with self._lock:
+            self.offset = at - (before + after) / 2
+            self.uncertainty = max(0.0, after - before) / 2
+            self._measured_at = after
+            return self.offset
+
+    def __call__(self) -> float:
+        local = self._local()
+        if local - self._measured_at >= self.every or local < self._measured_at:
+            try:
+                self.measure()
+            except Exception:
+                if self.uncertainty == math.inf:
+                    raise  # never measured: no time to give
+                self._measured_at = local  # the last offset, until the next measurement
+            local = self._local()
+        with self._lock:
+            self._last = max(self._last, local + self.offset)
+            return self._last

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, overload
 
-from .clock import Clock, system_clock
+from .clock import Clock, SyncedClock, system_clock
 from .errors import InvalidArgument, StoreError
 from .exchange import export_crawl, load_crawl, new_crawl
 from .frontier.core import CoreFrontier, set_defaults
@@ -114,6 +114,9 @@ class Store:
         ):
             raise InvalidArgument("flush_interval must be more than 0 seconds")
         storage = open_store(path, durability=mode, readonly=readonly, options=options)
+        shared = storage.server_clock()
+        if clock is system_clock and shared is not None:
+            clock = SyncedClock(shared)  # clients on several machines agree on the time
         store = cls(storage, clock)
         if storage.fingerprint < FINGERPRINT_VERSION:
             migrate_fingerprints(store)

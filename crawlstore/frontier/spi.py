@@ -660,6 +660,11 @@ class StoreStorage(Storage, Protocol):
 
     def close(self) -> None: ...
 
+    def server_clock(self) -> Callable[[], float] | None:
+        """The clock every client of the store shares, a server's (epoch seconds, a round trip
+        a reading); None where the store has no clock of its own (a file: the processes of
+        one machine read its clock)."""
+
     @property
     def view_data(self) -> ViewData:
         """Where the storage keeps what the store's views hold."""

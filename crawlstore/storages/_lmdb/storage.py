@@ -210,6 +210,9 @@ class LmdbStorage:
     def close(self) -> None:
         self.engine.release()
 
+    def server_clock(self) -> Callable[[], float] | None:
+        return None  # one machine's processes: its clock
+
     # -- units ----------------------------------------------------------------------------------
 
     def run(self, operation: Callable[[], _T]) -> _T:

@@ -158,6 +158,13 @@ class RedisStorage:
     def close(self) -> None:
         self.server.close()
 
+    def server_clock(self) -> Callable[[], float] | None:
+        return self._server_time
+
+    def _server_time(self) -> float:
+        (seconds, micros) = self.server.read([("TIME",)])[0]
+        return int(seconds) + int(micros) / 1e6
+
     # -- the store's record ---------------------------------------------------------------------
 
     def _open_meta(self) -> dict[str, Any]:
