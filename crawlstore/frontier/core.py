@@ -746,7 +746,12 @@ class CoreFrontier(FrontierCore):
             crawl = self.crawl_for_write()
             now = self._clock()
             todo = [report for report in batch if not isinstance(report, Backoff)]
+            if len(todo) > 1:  # (a server's reads: the seeds' URLs and leases in one go)
+                tokens = [r.seed.lease.token for r in todo if r.seed.lease is not None]
+                self.storage.prefetch(crawl, [r.seed.fingerprint for r in todo], (), tokens)
             leases = [self._lease_of(crawl, report.seed) for report in todo]  # all, or none
+            if len(leases) > 1:  # and their queues
+                self.storage.prefetch(crawl, (), list(dict.fromkeys(x.queue for x in leases)))
             if len({lease.token for lease in leases}) < len(leases):
                 raise NotInFlight("a seed is reported twice in one report_many")
             queues: dict[str, QueueRecord] = {}

@@ -548,10 +548,11 @@ class Storage(Protocol):
 
     # -- URLs -----------------------------------------------------------------------------------
 
-    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
-        """Read ahead what the unit reads next: these URLs, and these queues with their
-        entries, leases and schedule. A storage whose reads are round trips (a server) reads
-        them at once; the others do nothing."""
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str],
+                 tokens: Sequence[bytes] = ()) -> None:  # fmt: skip
+        """Read ahead what the unit reads next: these URLs, these queues with their entries,
+        leases and schedule, and the leases of these tokens. A storage whose reads are round
+        trips (a server) reads them at once; the others do nothing."""
 
     def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],
                   queues: Sequence[str]) -> list[UrlRecord | None]:  # fmt: skip

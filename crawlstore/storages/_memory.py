@@ -503,7 +503,8 @@ class MemoryStorage:
 
     # -- URLs -----------------------------------------------------------------------------------
 
-    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str],
+                 tokens: Sequence[bytes] = ()) -> None:  # fmt: skip
         pass  # reads are memory reads
 
     def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],

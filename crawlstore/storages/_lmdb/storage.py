@@ -900,7 +900,8 @@ class LmdbStorage:
             txn.put(prefix + url.fp, url.ref[keys.AFTER_CRAWL], db=index)
             seq += 1
 
-    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str],
+                 tokens: Sequence[bytes] = ()) -> None:  # fmt: skip
         pass  # reads are memory reads
 
     def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],

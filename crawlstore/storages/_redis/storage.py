@@ -364,14 +364,16 @@ class RedisStorage:
         return {k.decode(): int(v) for k, v in raw.items() if not k.startswith(NOT_A_TOTAL)}
 
     def _total(self, crawl: CrawlRecord, name: bytes) -> int:
-        return int(self.unit().hget(self.crawl_tag(crawl) + TOTALS, name) or 0)
+        # the whole hash, read once a unit (a few fields: a field a round trip costs more)
+        return int(self.unit().hgetall(self.crawl_tag(crawl) + TOTALS).get(name) or 0)
 
     def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
         u, key = self.unit(), self.crawl_tag(crawl) + TOTALS
+        stored = u.hgetall(key)
         for name, n in deltas.items():
             if n:
                 field = name.encode()
-                u.hset(key, field, b"%d" % (int(u.hget(key, field) or 0) + n))
+                u.hset(key, field, b"%d" % (int(stored.get(field) or 0) + n))
 
     def next_seq(self, crawl: CrawlRecord, n: int = 1) -> int:
         seq = self._total(crawl, SEQ) + n
@@ -590,13 +592,18 @@ class RedisStorage:
         self.unit().hset(self._queue_bucket(crawl, lease.queue) + LEASES, lease.token, record)
 
     def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
-        if not isinstance(token, bytes) or len(token) != 16:
-            return None
-        bucket = struct.unpack_from(">I", token)[0]
-        if bucket >= self.buckets:
+        bucket = self._token_bucket(token)
+        if bucket is None:
             return None
         raw = self.unit().hget(self.bucket_tag(crawl, bucket) + LEASES, token)
         return self._lease(token, raw) if raw is not None else None
+
+    def _token_bucket(self, token: bytes) -> int | None:
+        """The bucket a lease token names (None: not one of this store's tokens)."""
+        if not isinstance(token, bytes) or len(token) != 16:
+            return None
+        bucket: int = struct.unpack_from(">I", token)[0]
+        return bucket if bucket < self.buckets else None
 
     @staticmethod
     def _lease(token: bytes, raw: bytes) -> LeaseRecord:
@@ -696,15 +703,20 @@ class RedisStorage:
             for key, members in zip(loads, replies[len(commands) :], strict=True):
                 u.loaded(key, members)
 
-    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str]) -> None:
-        """Read ahead in two pipelines: the URLs and the queues' records with their entries,
-        leases and schedule; then the URLs at the head of those queues."""
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str],
+                 tokens: Sequence[bytes] = ()) -> None:  # fmt: skip
+        """Read ahead in two pipelines: the URLs, the leases and the queues' records with
+        their entries, leases and schedule; then the URLs at the head of those queues."""
         wanted: dict[bytes, list[bytes]] = {}
         for key in queues:
             wanted.setdefault(self._queue_bucket(crawl, key) + QUEUES, []).append(
                 key.encode("utf-8", "surrogatepass"))  # fmt: skip
         for fp in fps:
             wanted.setdefault(self.fp_bucket(crawl, fp) + URLS, []).append(fp)
+        for token in tokens:
+            bucket = self._token_bucket(token)
+            if bucket is not None:
+                wanted.setdefault(self.bucket_tag(crawl, bucket) + LEASES, []).append(token)
         u = self.unit()
         sets = [
             self._qkey(crawl, key, kind) for key in queues for kind in (ENTRIES, EXPIRIES, SCHEDULE)
