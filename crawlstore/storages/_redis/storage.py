@@ -707,12 +707,7 @@ class RedisStorage:
                  tokens: Sequence[bytes] = ()) -> None:  # fmt: skip
         """Read ahead in two pipelines: the URLs, the leases and the queues' records with
         their entries, leases and schedule; then the URLs at the head of those queues."""
-        wanted: dict[bytes, list[bytes]] = {}
-        for key in queues:
-            wanted.setdefault(self._queue_bucket(crawl, key) + QUEUES, []).append(
-                key.encode("utf-8", "surrogatepass"))  # fmt: skip
-        for fp in fps:
-            wanted.setdefault(self.fp_bucket(crawl, fp) + URLS, []).append(fp)
+        wanted = self._records_of(crawl, fps, queues)
         for token in tokens:
             bucket = self._token_bucket(token)
             if bucket is not None:
@@ -741,9 +736,21 @@ class RedisStorage:
 
     def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],
                   queues: Sequence[str]) -> list[UrlRecord | None]:  # fmt: skip
-        if len(fps) > 1:
-            self.prefetch(crawl, fps, list(dict.fromkeys(queues)))
+        if len(fps) > 1:  # the URLs and their queues' records (a push writes their entries
+            # without reading them: not the whole sorted sets a pop reads)
+            self.prefetch_fields(self._records_of(crawl, fps, queues))
         return [self.url(crawl, fp) for fp in fps]
+
+    def _records_of(self, crawl: CrawlRecord, fps: Sequence[bytes],
+                    queues: Sequence[str]) -> dict[bytes, list[bytes]]:  # fmt: skip
+        """The hash fields of these URLs' and queues' records, by key."""
+        wanted: dict[bytes, list[bytes]] = {}
+        for key in dict.fromkeys(queues):
+            wanted.setdefault(self._queue_bucket(crawl, key) + QUEUES, []).append(
+                key.encode("utf-8", "surrogatepass"))  # fmt: skip
+        for fp in fps:
+            wanted.setdefault(self.fp_bucket(crawl, fp) + URLS, []).append(fp)
+        return wanted
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
         raw = self.unit().hget(self.fp_bucket(crawl, fp) + URLS, fp)
