@@ -1,11 +1,12 @@
 """The storage interface under the frontier core: records, and the operations a storage offers.
 
 A storage keeps data and makes no policy decision: the core (``frontier/core.py``) reads what
-it needs, decides, and writes the outcome, all inside one of the storage's write units. Every
-operation names one crawl and, below the crawl, one queue: a storage sharded by (crawl, queue)
-can run each one where that queue lives. What spans queues is the crawl's index of queues by
-their next event (a queue is due when it may hand out a seed, a schedule falls due or a lease
-expires), its totals, and listings.
+it needs, decides, and writes the outcome, all inside one of the storage's write units. Most
+operations name one crawl and, below the crawl, one queue. What spans queues: the crawl's
+index of queues by their next event (a queue is due when it may hand out a seed, a schedule
+falls due or a lease expires) and the other walks (leases, listings), the crawl's totals and
+its sequence (``next_seq``), and the lookups by fingerprint (``url``, ``find_urls``) and by
+lease token (``get_lease``), whose queue the caller does not know yet.
 
 The storages are in ``crawlstore.storages``: memory, LMDB and Redis.
 """
