@@ -82,7 +82,7 @@ class Store:
         path: str | os.PathLike[str],
         *,
         durability: Durability | str = Durability.SAFE,
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
         readonly: bool = False,
         map_size: int | None = None,
         max_map_size: int | None = None,
@@ -99,10 +99,12 @@ class Store:
         ``max_map_size`` (1 TiB), past which writes raise ``StoreFull``; ``flush_interval``
         (1 second) is how often a "nosync" file is flushed to disk. These three apply to a
         file only: given for a store on Redis, they raise ``InvalidArgument``.
-        ``readonly=True`` inspects a store while a crawl writes to it. Raises ``NotAStore`` or
-        ``IncompatibleStore`` without touching the store.
+        ``readonly=True`` inspects a store while a crawl writes to it. ``clock`` (epoch seconds)
+        is the store's time; by default this machine's, or for a store on Redis the server's
+        (a ``SyncedClock``). Raises ``NotAStore`` or ``IncompatibleStore`` without touching
+        the store.
         """
-        if not callable(clock):
+        if clock is not None and not callable(clock):
             raise TypeError(f"clock must be a callable returning epoch seconds: {clock!r}")
         mode = _durability(durability)
         options = {name: value for name, value in (("map_size", map_size),
@@ -114,9 +116,9 @@ class Store:
         ):
             raise InvalidArgument("flush_interval must be more than 0 seconds")
         storage = open_store(path, durability=mode, readonly=readonly, options=options)
-        shared = storage.server_clock()
-        if clock is system_clock and shared is not None:
-            clock = SyncedClock(shared)  # clients on several machines agree on the time
+        if clock is None:  # on a server, clients on several machines agree on its time
+            shared = storage.server_clock()
+            clock = system_clock if shared is None else SyncedClock(shared)
         store = cls(storage, clock)
         if storage.fingerprint < FINGERPRINT_VERSION:
             migrate_fingerprints(store)

@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from ..clock import Clock, system_clock
+from ..clock import Clock
 from ..frontier.policy import DEFAULTS
 from ..store import Durability, Store
 from . import urlfrontier_pb2_grpc as pb_grpc
@@ -42,7 +42,7 @@ class Server:
         default_delay: float | None = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
     ) -> None:
         self.store = Store.open(store_path, durability=durability, clock=clock)
         if default_delay is None and not self.store.crawls() and self.store.defaults() == DEFAULTS:

@@ -22,6 +22,8 @@ def test_a_store_on_redis_keeps_the_servers_time_and_a_file_its_machines(
         assert store.clock is system_clock
     with Store.open(redis_url, clock=time.monotonic) as store:
         assert store.clock is time.monotonic  # one given is kept
+    with Store.open(redis_url, clock=system_clock) as store:
+        assert store.clock is system_clock  # even this machine's own, given explicitly
 
 
 def test_clients_whose_clocks_disagree_agree_on_a_lease(redis_url: str) -> None:

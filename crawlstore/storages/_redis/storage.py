@@ -511,13 +511,13 @@ class RedisStorage:
                               inclusive=True):  # fmt: skip
                 places[m[LOAD_QUEUE]] = m[LOAD_PLACE]
             load = _U32.unpack_from(start)[0] + 1
-        for m in u.zrange(tag + WAKES, None, _U64.pack(now_ms + 1), 2**31):
-            key = m[WAKE_QUEUE].decode("utf-8", "surrogatepass")
-            q = self.queue(crawl, key)
-            if q is None or not q.ref[0]:
+        woken = [m[WAKE_QUEUE].decode("utf-8", "surrogatepass")
+                 for m in u.zrange(tag + WAKES, None, _U64.pack(now_ms + 1), 2**31)]  # fmt: skip
+        for q in self._queues_at(crawl, woken):  # one round trip for them all
+            if not q.ref[0]:
                 raise CorruptRecord(f"the index of crawl {crawl.name!r} by tend_at names queue "
-                                    f"{key!r}, which is not in its index")  # fmt: skip
-            places[m[WAKE_QUEUE]] = q.ref[0][:16]
+                                    f"{q.key!r}, which is not in its index")  # fmt: skip
+            places[q.key.encode("utf-8", "surrogatepass")] = q.ref[0][:16]
         chosen = sorted(places, key=places.__getitem__)[:limit]
         return self._queues_at(crawl, [k.decode("utf-8", "surrogatepass") for k in chosen])
 
