@@ -64,6 +64,11 @@ class CorruptRecord(CorruptStore):
     """A stored record that does not decode; the message names the table and key."""
 
 
+class PartitionError(CrawlstoreError, RuntimeError):
+    """A unit confined to one partition of a partitioned storage reached into another (or
+    asked for what only a unit over every partition gives); the message names both."""
+
+
 class InvalidArgument(CrawlstoreError, ValueError):
     """An argument out of its range: a NaN or infinite time, a negative delay, a name too long
     to be a key."""

@@ -6,6 +6,7 @@ import faulthandler
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import MakeFrontier
@@ -23,8 +24,10 @@ from redis_servers import (
 
 from crawlstore import InMemFrontier, ManualClock, Store
 from crawlstore.frontier import Frontier
+from crawlstore.frontier.core import CoreFrontier
+from crawlstore.storages._partitioned import PartitionedMemoryStorage
 
-STORAGES = ["memory", "store", "redis"]
+STORAGES = ["memory", "partitioned", "store", "redis"]
 _namespaces = itertools.count()
 #: Seconds the whole run may take: then every thread's stack is printed and the run ends, so a
 #: run that hangs where a test's own timeout cannot reach (pyproject's ``timeout``) still ends
@@ -88,6 +91,17 @@ def make_frontier(
     (``policy``: ``queues``, ``delay``, ``max_in_flight``, ``lease_time``)."""
     if request.param == "memory":
         yield lambda order="fifo", **policy: InMemFrontier(order, clock=clock, **policy)
+        return
+    if request.param == "partitioned":  # the memory storage in 4 partitions
+        storage = PartitionedMemoryStorage(4)
+        names = itertools.count()
+
+        def partitioned(order: str = "fifo", **policy: Any) -> Frontier:
+            policy.setdefault("queues", "single")
+            return CoreFrontier(storage, crawl=f"crawl{next(names)}", clock=clock, order=order,
+                                **policy)  # fmt: skip
+
+        yield partitioned
         return
     if request.param == "redis":
         store = Store.open(request.getfixturevalue("redis_url"), clock=clock)

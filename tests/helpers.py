@@ -26,6 +26,12 @@ def digest(path: Path) -> str:
 MakeFrontier = Callable[..., Frontier]
 
 
+def ordered_across_queues(frontier: Frontier) -> bool:
+    """Whether the frontier's order across queues is exact: its storage has one partition
+    (across partitions, pops take turns: ``frontier/partitioned.py``)."""
+    return frontier.core.storage.capabilities.partitions == 1
+
+
 def env_without(tmp_path: Path, module: str) -> dict[str, str]:
     """The environment of a child process in which importing ``module`` fails, as when the
     extra that brings it is not installed."""

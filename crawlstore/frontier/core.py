@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from ..clock import Clock
 from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
 from ..seed import Lease, Seed
-from . import listing, spi
+from . import listing, partitioned, spi
 from .base import FrontierCore
 from .crawlstate import CrawlState
 from .holders import REMOTE, process_alive, this_process
@@ -51,6 +51,7 @@ from .protocol import (
     Reason,
     Report,
     Reschedule,
+    SeedReport,
     Skipped,
     Stats,
     Upcoming,
@@ -167,6 +168,8 @@ class CoreFrontier(FrontierCore):
             )
         self._owner = this_process()
         self._next_reap = -math.inf
+        #: Over a partitioned storage, when each partition is reaped next.
+        self._next_reaps: dict[int, float] = {}
         #: What a dry run's copy tells of its steps (``dry_copy``); None on a real core.
         self._watch: Watch | None = None
         #: The crawl as this view last read it, inside a unit of the storage; every unit reads
@@ -354,14 +357,21 @@ class CoreFrontier(FrontierCore):
         q.queued += 1
 
     def _admit_many(
-        self, crawl: CrawlRecord, seeds: list[Seed], now: float, new_only: bool
+        self,
+        crawl: CrawlRecord,
+        seeds: list[Seed],
+        now: float,
+        new_only: bool,
+        keys: list[str] | None = None,
     ) -> list[Admission]:
         """Queue each seed unless it is queued, in flight or scheduled already (``new_only``:
         unless the crawl knows it at all), in one pass: the URLs read at once, each queue's
-        new entries written at once, the counters added once."""
+        new entries written at once, the counters added once. ``keys``: each seed's queue,
+        chosen already."""
         storage = self.storage
         fps = [seed.fingerprint for seed in seeds]
-        keys = self._keys_for(crawl, seeds)
+        if keys is None:
+            keys = self._keys_for(crawl, seeds)
         found = storage.find_urls(crawl, fps, keys)
         queues: dict[str, QueueRecord] = {}
         admitted: list[tuple[Seed, UrlRecord]] = []  # in the batch's order
@@ -435,6 +445,8 @@ class CoreFrontier(FrontierCore):
         """``new_only``: refuse (as ``DUPLICATE``) every URL the crawl knows, finished ones
         too, instead of crawling a finished one again (the URL Frontier's discovered URLs)."""
         batch = check_seeds(seeds)
+        if self.storage.capabilities.partitions > 1:
+            return partitioned.push_many(self, batch, new_only)
 
         def _write() -> list[Admission]:
             return self._admit_many(self.crawl_for_write(), batch, self._clock(), new_only)
@@ -461,6 +473,9 @@ class CoreFrontier(FrontierCore):
     # -- popping --------------------------------------------------------------------------------
 
     def pop(self) -> Pop:
+        if self.storage.capabilities.partitions > 1:
+            return partitioned.pop(self)
+
         def _write() -> Pop:
             crawl = self.existing_crawl()
             if crawl is None:
@@ -494,13 +509,17 @@ class CoreFrontier(FrontierCore):
                 check_limit(value)
         if lease_time is not None:
             check_time("lease_time", lease_time, minimum=0)
+        holder = REMOTE if remote else self._owner
+        if self.storage.capabilities.partitions > 1:
+            return partitioned.pop_many(self, limit, per_queue, queues, queue, lease_time,
+                                        max_in_flight, holder)  # fmt: skip
 
         def _write() -> list[Ready]:
             crawl = self.existing_crawl()
             if crawl is None or limit == 0:
                 return []
             return self._pop(crawl, self._clock(), limit, per_queue, queues, queue, lease_time,
-                             max_in_flight, REMOTE if remote else self._owner)  # fmt: skip
+                             max_in_flight, holder)  # fmt: skip
 
         return self.storage.run(_write)
 
@@ -515,10 +534,14 @@ class CoreFrontier(FrontierCore):
         lease_time: float | None,
         max_in_flight: int | None = None,
         holder: tuple[int, int] | None = None,
+        served_keys: set[str] | None = None,
+        reap: bool = True,
     ) -> list[Ready]:
+        """Hand out up to ``limit`` seeds; ``served_keys`` gets the keys of the queues that
+        handed one out. ``reap``: reap first when it is time (else the caller does)."""
         if not self._defaults.active:
             return []  # the store-wide switch is off: nothing is handed out
-        if now >= self._next_reap and self.storage.capabilities.local_holders:
+        if reap and now >= self._next_reap and self.storage.capabilities.local_holders:
             # (a lease held on another machine ends by time only: the index brings its queue)
             self._reap(crawl, now)
         out: list[Ready] = []
@@ -574,6 +597,8 @@ class CoreFrontier(FrontierCore):
                     out.extend(taken)
                     took = len(taken)
                     served += took > 0
+                    if took and served_keys is not None:
+                        served_keys.add(q.key)
                 stayed += not took
                 self._place(crawl, q, now, rotate=took > 0)
                 if len(out) >= limit or (queues is not None and served >= queues):
@@ -741,29 +766,32 @@ class CoreFrontier(FrontierCore):
         batch = list(reports)
         for report in batch:
             check_report(report)
+        todo = [report for report in batch if not isinstance(report, Backoff)]
+        if self.storage.capabilities.partitions > 1:
+            partitioned.report_many(self, todo)
+        else:
+            self.storage.run(lambda: self._report_unit(todo))
 
-        def _write() -> None:
-            crawl = self.crawl_for_write()
-            now = self._clock()
-            todo = [report for report in batch if not isinstance(report, Backoff)]
-            if len(todo) > 1:  # (a server's reads: the seeds' URLs and leases in one go)
-                tokens = [r.seed.lease.token for r in todo if r.seed.lease is not None]
-                self.storage.prefetch(crawl, [r.seed.fingerprint for r in todo], (), tokens)
-            leases = [self._lease_of(crawl, report.seed) for report in todo]  # all, or none
-            if len(leases) > 1:  # and their queues
-                self.storage.prefetch(crawl, (), list(dict.fromkeys(x.queue for x in leases)))
-            if len({lease.token for lease in leases}) < len(leases):
-                raise NotInFlight("a seed is reported twice in one report_many")
-            queues: dict[str, QueueRecord] = {}
-            totals: dict[str, int] = {}
-            for report, lease in zip(todo, leases, strict=True):
-                self._report(crawl, report, now, queues, totals, lease)
-            if totals:
-                self.storage.add_totals(crawl, totals)
-            for q in queues.values():
-                self._place(crawl, q, now)
-
-        self.storage.run(_write)
+    def _report_unit(self, todo: list[SeedReport]) -> None:
+        """Apply these reports (no ``Backoff``) in the current unit: all of them, or none."""
+        crawl = self.crawl_for_write()
+        now = self._clock()
+        if len(todo) > 1:  # (a server's reads: the seeds' URLs and leases in one go)
+            tokens = [r.seed.lease.token for r in todo if r.seed.lease is not None]
+            self.storage.prefetch(crawl, [r.seed.fingerprint for r in todo], (), tokens)
+        leases = [self._lease_of(crawl, report.seed) for report in todo]  # all, or none
+        if len(leases) > 1:  # and their queues
+            self.storage.prefetch(crawl, (), list(dict.fromkeys(x.queue for x in leases)))
+        if len({lease.token for lease in leases}) < len(leases):
+            raise NotInFlight("a seed is reported twice in one report_many")
+        queues: dict[str, QueueRecord] = {}
+        totals: dict[str, int] = {}
+        for report, lease in zip(todo, leases, strict=True):
+            self._report(crawl, report, now, queues, totals, lease)
+        if totals:
+            self.storage.add_totals(crawl, totals)
+        for q in queues.values():
+            self._place(crawl, q, now)
 
     def _report(
         self,

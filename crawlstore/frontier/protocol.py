@@ -184,6 +184,8 @@ class Reschedule:
 
 
 Report = Done | Failed | Skipped | Cancelled | Retry | Backoff | Reschedule
+#: A report of a seed's own (a ``Backoff`` names a tag).
+SeedReport = Done | Failed | Skipped | Cancelled | Retry | Reschedule
 
 _FINAL = {Done: "done", Failed: "failed", Skipped: "skipped", Retry: "failed"}
 

@@ -40,6 +40,7 @@ __all__ = [
     "Durability",
     "Entry",
     "LeaseRecord",
+    "Partitioned",
     "QueueRecord",
     "Slot",
     "Storage",
@@ -571,6 +572,44 @@ class Storage(Protocol):
 
     def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
         """Every URL of the crawl, or of one queue, in fingerprint order (inside ``read``)."""
+
+
+class Partitioned(Storage, Protocol):
+    """A storage whose crawls fall in ``capabilities.partitions`` (more than 1) partitions:
+    a queue, with its entries, leases, schedule and the records of its URLs, lives in the
+    partition of its key. ``run`` is then a unit over every partition (kept for what spans
+    them: a crawl's creation, its policy, facades' state); ``run_in`` is a unit confined to
+    one, which partitions commit side by side. Inside ``run_in(p, ...)``:
+
+    - a call that names a queue, a lease or a URL of another partition raises
+      ``PartitionError``;
+    - the walks (``due_queues``, ``next_event``, ``leases``) see partition ``p`` only;
+    - ``totals`` are the crawl's (every partition's, summed); ``add_totals`` adds to ``p``'s;
+    - ``next_seq`` is unique in ``p``, not in the crawl, so that no unit writes a key every
+      unit writes: the order of two queues of two partitions due at one time is theirs.
+    """
+
+    def run_in(self, partition: int, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` as one atomic write unit on ``partition`` alone (it joins the
+        caller's open unit: one over every partition, or on this one)."""
+
+    def partition_of(self, crawl: CrawlRecord, key: str) -> int:
+        """The partition of the queue ``key``."""
+
+    def lease_partition(self, crawl: CrawlRecord, token: bytes) -> int | None:
+        """The partition a lease token names; None when it names none (not this crawl's)."""
+
+    def claim_queues(self, crawl: CrawlRecord, fps: Sequence[bytes],
+                     keys: Sequence[str]) -> list[str]:  # fmt: skip
+        """The queue each URL belongs to: the one it was first given (``keys``: this push's
+        choice for each), claimed at once, each URL on its own; the first of two claims of one
+        URL wins. A claim outlives a unit that fails after it; it only says where the URL's
+        record is looked for."""
+
+    def due_partitions(self, crawl: CrawlRecord, now: float) -> list[int]:
+        """The partitions that may have a queue due at ``now`` (a hint: one in it may turn
+        out to have nothing to hand out), starting at a different one each call, so that
+        pops spread over them."""
 
 
 class ViewData(Protocol):

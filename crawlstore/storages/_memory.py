@@ -78,6 +78,14 @@ def _due(heap: list[_E], now: float, limit: int, live: Callable[[_E], bool]) -> 
     return taken
 
 
+def _placed(data: _Crawl, q: QueueRecord) -> QueueRecord:
+    """A copy of the stored queue ``q``; its ``ref``: its place in the index, (event, sequence),
+    or None."""
+    new = q.copy()
+    new.ref = data.indexed.get(q.key)
+    return new
+
+
 def _reindex(data: _Crawl, key: str) -> None:
     """Push the entries of the queue ``key`` as it is now (a copy of a live one is harmless)."""
     q, at = data.queues.get(key), data.indexed.get(key)
@@ -97,7 +105,9 @@ class MemoryStorage:
     capabilities = Capabilities(persistent=False, atomic_views=True, durability="memory",
                                 shared=False)  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, *, token_prefix: bytes = b"") -> None:
+        #: Starts every lease token (a partition's number, in a partitioned storage).
+        self._token_prefix = token_prefix
         self._lock = threading.RLock()
         self._owner: journal.Owner | None = None
         self._journal: journal.Journal | None = None
@@ -266,7 +276,7 @@ class MemoryStorage:
 
     def queue(self, crawl: CrawlRecord, key: str) -> QueueRecord | None:
         q = crawl.ref.queues.get(key)
-        return q.copy() if q is not None else None
+        return _placed(crawl.ref, q) if q is not None else None
 
     def save_queue(
         self, crawl: CrawlRecord, queue: QueueRecord, event: float | None, rotate: bool = False
@@ -305,7 +315,7 @@ class MemoryStorage:
 
     def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
         keys = sorted(k for k in crawl.ref.queues if after is None or k > after)[:limit]
-        return [crawl.ref.queues[k].copy() for k in keys]
+        return [_placed(crawl.ref, crawl.ref.queues[k]) for k in keys]
 
     def queue_count(self, crawl: CrawlRecord) -> int:
         return len(crawl.ref.queues)
@@ -340,7 +350,7 @@ class MemoryStorage:
             woken = _due(data.wakes, now, len(data.wakes),
                          lambda e: e[1] in indexed and tend_at(queues[e[1]]) == e[0])  # fmt: skip
             taken = heapq.nsmallest(limit, {*taken, *((*indexed[k], k) for _, k in woken)})
-        return [data.queues[key].copy() for _, _, key in taken]
+        return [_placed(data, data.queues[key]) for _, _, key in taken]
 
     def next_event(self, crawl: CrawlRecord) -> float | None:
         head = self._index_head(crawl.ref)
@@ -401,7 +411,8 @@ class MemoryStorage:
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
         data: _Crawl = crawl.ref
         data.seq += 1
-        lease.token = data.seq.to_bytes(8, "big") + os.urandom(4)  # never another storage's
+        # never another storage's
+        lease.token = self._token_prefix + data.seq.to_bytes(8, "big") + os.urandom(4)
         data.leases[lease.token] = lease
         heapq.heappush(data.expiries.setdefault(queue.key, []), (lease.expires, lease.token))
         self._undo(lambda: data.leases.pop(lease.token, None))

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from redis_servers import NO_SERVER, have_server, server_binaries, shared_node
 
 from crawlstore import (
+    Admission,
     Cancelled,
     Done,
     Empty,
@@ -34,8 +36,10 @@ from crawlstore import (
 )
 from crawlstore.errors import NotInFlight
 from crawlstore.frontier import Frontier
+from crawlstore.frontier.core import CoreFrontier
 from crawlstore.frontier.traps import TrapPolicy
 from crawlstore.revisit import RevisitTags, revisit
+from crawlstore.storages._partitioned import PartitionedMemoryStorage
 
 
 @given(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=60))
@@ -108,6 +112,10 @@ class CoreMachine(RuleBasedStateMachine):
 
     storage = "memory"
 
+    @property
+    def in_memory(self) -> bool:
+        return self.storage in ("memory", "partitioned")
+
     def __init__(self) -> None:
         super().__init__()
         self.clock = ManualClock()
@@ -123,8 +131,13 @@ class CoreMachine(RuleBasedStateMachine):
     def open_fresh(self) -> None:
         """An empty storage of this machine's kind."""
         self.generation += 1
-        if self.storage == "memory":
-            self.core: Frontier = InMemFrontier("fifo", clock=self.clock, **POLICY)
+        if self.in_memory:
+            if self.storage == "memory":
+                self.core: Frontier = InMemFrontier("fifo", clock=self.clock, **POLICY)
+            else:
+                storage = PartitionedMemoryStorage(4)
+                self.core = CoreFrontier(storage, crawl="default", clock=self.clock,
+                                         order="fifo", **POLICY)  # fmt: skip
             self.seen = InMemSeen()
         else:
             self.store = self._open_store()
@@ -145,7 +158,7 @@ class CoreMachine(RuleBasedStateMachine):
         )
 
     def teardown(self) -> None:
-        if self.storage != "memory":
+        if not self.in_memory:
             self.store.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -194,10 +207,20 @@ class CoreMachine(RuleBasedStateMachine):
     # -- operations (rules call them; grouped transactions too) -----------------------------------
 
     def do_push(self, host: int, page: int, trap: bool) -> None:
-        h = HOSTS[host % len(HOSTS)]
-        seed = Seed.get(f"https://{h}/{'t' if trap else 'p'}/{page}").with_tag(Tag.PAGE)
+        self.do_push_many([(host, page, trap)])
+
+    def do_push_many(self, pages: list[tuple[int, int, bool]]) -> None:
+        """Push in one batch: each seed's answer is what pushing them one by one would give."""
+        seeds = [Seed.get(f"https://{HOSTS[host % len(HOSTS)]}/{'t' if trap else 'p'}/{page}")
+                 .with_tag(Tag.PAGE) for host, page, trap in pages]  # fmt: skip
+        answers = self.f.push_many(seeds)
+        for seed, answer in zip(seeds, answers, strict=True):
+            self._admitted(seed, answer)
+
+    def _admitted(self, seed: Seed, answer: Admission) -> None:
+        h = urlsplit(seed.url).hostname
+        assert h is not None
         fp, prefix = seed.fingerprint, prefix_of(seed.url)
-        answer = self.f.push(seed)
         if prefix in self.m.blocked:
             expected = "trap"
         else:
@@ -320,9 +343,27 @@ class CoreMachine(RuleBasedStateMachine):
     def push(self, host: int, page: int, trap: bool) -> None:
         self.do_push(host, page, trap)
 
+    @rule(pages=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12), st.booleans()),
+                         min_size=2, max_size=6))  # fmt: skip
+    def push_batch(self, pages: list[tuple[int, int, bool]]) -> None:
+        self.do_push_many(pages)
+
     @rule()
     def pop(self) -> None:
         self.do_pop()
+
+    @precondition(lambda self: len(self.held) > 1)
+    @rule()
+    def report_all_done(self) -> None:
+        """Every seed held, reported done in one batch (over the queues of several hosts)."""
+        held, self.held = self.held, []
+        self.f.report_many([Done(seed) for seed in held])
+        now = self.clock()
+        for seed in held:
+            url = self.m.urls[seed.fingerprint]
+            self.m.count("done")
+            url.state, url.due, url.revisit = "scheduled", now + REVISIT, True
+            url.seed = url.seed.with_attempt(1)
 
     @precondition(lambda self: self.held)
     @rule(i=st.integers(0, 100), kind=st.sampled_from(["done", "failed", "cancel", "retry"]))
@@ -370,7 +411,7 @@ class CoreMachine(RuleBasedStateMachine):
     @rule()
     def delete_crawl(self) -> None:
         self.f.core.delete_crawl()
-        self.seen = InMemSeen() if self.storage == "memory" else self.store.seen()  # type: ignore[assignment]
+        self.seen = InMemSeen() if self.in_memory else self.store.seen()  # type: ignore[assignment]
         self.chain()
         self.m = Model(seq=self.m.seq)
         self.stale += self.held
@@ -380,7 +421,7 @@ class CoreMachine(RuleBasedStateMachine):
     def export_and_load(self) -> None:
         """The crawl through an export, into a fresh storage: seeds in flight come back queued
         at the front, and their old leases end."""
-        if self.storage == "memory":
+        if self.in_memory:
             records = list(self.core.core.export())
             seen = self.seen
             self.open_fresh()
@@ -455,6 +496,12 @@ class CoreMachine(RuleBasedStateMachine):
             assert (info.queued if info else 0) == queued, host
 
 
+class PartitionedMachine(CoreMachine):
+    """The same model on the memory storage in partitions: units on one partition each."""
+
+    storage = "partitioned"
+
+
 class StoreMachine(CoreMachine):
     """The same model on the store, plus closing and reopening the file."""
 
@@ -499,6 +546,8 @@ class _Rollback(Exception):
 
 TestMemoryMachine = CoreMachine.TestCase
 TestMemoryMachine.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)
+TestPartitionedMachine = PartitionedMachine.TestCase
+TestPartitionedMachine.settings = TestMemoryMachine.settings
 TestStoreMachine = StoreMachine.TestCase
 TestStoreMachine.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
 TestRedisMachine = RedisMachine.TestCase

@@ -1,0 +1,165 @@
+"""The core's operations over a partitioned storage (``spi.Partitioned``): one unit a partition.
+
+The policy is the core's, as over any storage: these functions only plan which partition each
+part of an operation belongs to and run the core's own unit for it there, so that units on two
+partitions never wait on each other. What it means to a caller:
+
+- a push is atomic per partition; each URL's queue is claimed first (``claim_queues``), so two
+  pushes of one URL with two different queue keys queue it once, in the queue claimed first;
+- a pop takes from the due partitions one unit at a time, starting at a different one each
+  call: the round robin is exact among the queues of one partition, and across partitions
+  only as exact as the partitions' turns;
+- a ``report_many`` is atomic per partition: a report whose seed is not in flight fails the
+  unit of its partition, and the units of the others may have committed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar, cast
+
+from ..errors import NotInFlight
+from ..seed import Seed
+from .protocol import Admission, Empty, Pop, Ready, SeedReport
+
+if TYPE_CHECKING:
+    from .core import CoreFrontier
+    from .spi import CrawlRecord, Partitioned
+
+__all__ = ["pop", "pop_many", "push_many", "report_many"]
+
+_T = TypeVar("_T")
+
+
+def _storage(core: CoreFrontier) -> Partitioned:
+    return cast("Partitioned", core.storage)
+
+
+def _settled(core: CoreFrontier) -> CrawlRecord:
+    """The crawl as the core last read it; created (by a unit over every partition) when it
+    does not exist yet. Read without a unit: a partition's unit reads it again."""
+    crawl = core.storage.crawl(core.name)
+    if crawl is None or not crawl.settled:
+        crawl = core.storage.run(core.crawl_for_write)
+    return crawl
+
+
+class _Gone(Exception):
+    """The crawl was deleted after the plan read it: the unit changed nothing."""
+
+
+def _in_unit(core: CoreFrontier) -> CrawlRecord:
+    """The crawl, read again inside a partition's unit (where only a unit over every
+    partition may create it)."""
+    crawl = core.existing_crawl()
+    if crawl is None or not crawl.settled:
+        raise _Gone
+    return crawl
+
+
+def _run_in(core: CoreFrontier, p: int, operation: Callable[[], _T]) -> _T:
+    """``operation`` in a unit on ``p``; when the crawl is gone meanwhile, made again first."""
+    try:
+        return _storage(core).run_in(p, operation)
+    except _Gone:
+        core.storage.run(core.crawl_for_write)
+        return _storage(core).run_in(p, operation)
+
+
+def push_many(core: CoreFrontier, batch: list[Seed], new_only: bool) -> list[Admission]:
+    storage = _storage(core)
+    crawl = _settled(core)
+    keys = storage.claim_queues(crawl, [seed.fingerprint for seed in batch],
+                                core._keys_for(crawl, batch))  # fmt: skip
+    groups: dict[int, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(storage.partition_of(crawl, key), []).append(i)
+    answers: dict[int, Admission] = {}
+    for p, indexes in groups.items():
+
+        def admit(indexes: list[int] = indexes) -> list[Admission]:
+            seeds, chosen = [batch[i] for i in indexes], [keys[i] for i in indexes]
+            return core._admit_many(_in_unit(core), seeds, core._clock(), new_only, chosen)
+
+        answers.update(zip(indexes, _run_in(core, p, admit), strict=True))
+    return [answers[i] for i in range(len(batch))]
+
+
+def pop_many(
+    core: CoreFrontier,
+    limit: int,
+    per_queue: int | None,
+    queues: int | None,
+    only: str | None,
+    lease_time: float | None,
+    max_in_flight: int | None,
+    holder: tuple[int, int],
+) -> list[Ready]:
+    storage = _storage(core)
+    crawl = storage.crawl(core.name)
+    if crawl is None or limit == 0:
+        return []
+    now = core._clock()
+    if only is not None:
+        partitions = [storage.partition_of(crawl, only)]
+    else:
+        partitions = storage.due_partitions(crawl, now)
+    out: list[Ready] = []
+    served: set[str] = set()
+    for p in partitions:
+        left = None if queues is None else queues - len(served)
+
+        def take(p: int = p, left: int | None = left, room: int = limit - len(out)) -> list[Ready]:
+            crawl = core.existing_crawl()
+            if crawl is None:
+                return []
+            if now >= core._next_reaps.get(p, -math.inf) and storage.capabilities.local_holders:
+                core._next_reaps[p] = now + core.reap_interval  # (each partition's on its own)
+                core._reap(crawl, now)
+            return core._pop(crawl, now, room, per_queue, left, only, lease_time, max_in_flight,
+                             holder, served, reap=False)  # fmt: skip
+
+        out += storage.run_in(p, take)
+        if len(out) >= limit or (queues is not None and len(served) >= queues):
+            break
+    return out
+
+
+def pop(core: CoreFrontier) -> Pop:
+    popped = pop_many(core, 1, None, None, None, None, None, core._owner)
+    if popped:
+        return popped[0]
+
+    def wait() -> Pop:
+        crawl = core.existing_crawl()
+        return Empty if crawl is None else core._wait(crawl, core._clock())
+
+    return core.storage.view(wait)
+
+
+def report_many(core: CoreFrontier, todo: list[SeedReport]) -> None:
+    """(The core's ``_report_unit`` reads the crawl for write: it exists, so nothing spans.)"""
+    storage = _storage(core)
+    crawl = _settled(core)
+    groups: dict[int, list[SeedReport]] = {}
+    tokens = set()
+    for report in todo:
+        lease = report.seed.lease
+        p = storage.lease_partition(crawl, lease.token) if lease is not None else None
+        if lease is None or p is None:
+            core._lease_of(crawl, report.seed)  # raises NotInFlight, naming why
+            continue
+        if lease.token in tokens:
+            raise NotInFlight("a seed is reported twice in one report_many")
+        tokens.add(lease.token)
+        groups.setdefault(p, []).append(report)
+    if not groups:
+        storage.run(lambda: core._report_unit([]))  # (creates the crawl, as a report does)
+    for p, reports in groups.items():
+
+        def apply(reports: list[SeedReport] = reports) -> None:
+            _in_unit(core)
+            core._report_unit(reports)
+
+        _run_in(core, p, apply)

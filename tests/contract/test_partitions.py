@@ -1,0 +1,122 @@
+"""The core over a partitioned storage (``frontier/partitioned.py``): one unit a partition, what
+a unit on one partition may reach, and what a batch over several partitions promises."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from crawlstore import Done, ManualClock, Seed
+from crawlstore.errors import NotInFlight, PartitionError
+from crawlstore.frontier.core import CoreFrontier
+from crawlstore.storages._partitioned import PartitionedMemoryStorage
+
+HOSTS = [f"h{i}.test" for i in range(5)]  # in partitions 0, 1, 3, 2, 2 of 4
+
+
+def page(host: int, n: int, **meta: str) -> Seed:
+    return Seed.get(f"https://{HOSTS[host]}/{n}").with_meta(meta)
+
+
+@pytest.fixture
+def storage() -> PartitionedMemoryStorage:
+    return PartitionedMemoryStorage(4)
+
+
+def frontier(storage: PartitionedMemoryStorage, queues: str = "host") -> CoreFrontier:
+    return CoreFrontier(storage, crawl="c", clock=ManualClock(), order="fifo", queues=queues,
+                        delay=0, max_in_flight=None)  # fmt: skip
+
+
+def test_the_hosts_fall_in_several_partitions(storage: PartitionedMemoryStorage) -> None:
+    f = frontier(storage)
+    f.push(page(0, 0))
+    crawl = f.storage.view(f.existing_crawl)
+    assert crawl is not None
+    assert len({storage.partition_of(crawl, h) for h in HOSTS}) == 4
+
+
+def test_a_batch_over_partitions_is_pushed_popped_and_reported(
+    storage: PartitionedMemoryStorage,
+) -> None:
+    f = frontier(storage)
+    assert all(f.push_many([page(h, n) for n in range(3) for h in range(5)]))
+    assert [a.reason for a in f.push_many([page(4, 1), page(0, 2)])] == ["duplicate"] * 2
+    popped = f.pop_many(100, per_queue=2)
+    assert sorted(r.seed.url for r in popped) == sorted(page(h, n).url for h in range(5)
+                                                        for n in range(2))  # fmt: skip
+    f.report_many([Done(r.seed) for r in popped])
+    stats = f.stats()
+    assert (stats.admitted, stats.done, stats.queued, stats.in_flight) == (15, 10, 5, 0)
+    assert f.pop_many(100, queues=2) and f.stats().in_flight == 2  # two queues served
+
+
+def test_one_url_pushed_with_two_queue_keys_is_queued_once_where_it_was_claimed_first(
+    storage: PartitionedMemoryStorage,
+) -> None:
+    f = frontier(storage, queues="meta")
+    crawl_keys = ("a", "b")  # in partitions 2 and 1
+    first, second = (f.push(page(0, 0, queue=key)) for key in crawl_keys)
+    assert first and second.reason == "duplicate"
+    assert [(q.key, q.queued) for q in f.queues()] == [("a", 1)]
+    assert f.url(page(0, 0).url).queue == "a"
+
+
+def test_a_report_batch_is_atomic_per_partition(storage: PartitionedMemoryStorage) -> None:
+    """A seed not in flight fails the unit of its partition: the others commit."""
+    f = frontier(storage)
+    f.push_many([page(0, 0), page(1, 0)])  # partitions 0 and 1
+    a, b = f.pop_many(2)
+    f.report(Done(b.seed))
+    with pytest.raises(NotInFlight):
+        f.report_many([Done(a.seed), Done(b.seed)])
+    assert f.url(a.seed.url).state == "done"  # its partition's unit committed
+    assert f.stats().done == 2
+
+
+def test_a_unit_on_one_partition_cannot_reach_another(storage: PartitionedMemoryStorage) -> None:
+    f = frontier(storage)
+    f.push_many([page(0, 0), page(1, 0)])
+    crawl = f.storage.view(f.existing_crawl)
+    assert crawl is not None
+    assert storage.partition_of(crawl, HOSTS[1]) == 1
+    with pytest.raises(PartitionError, match=r"partition 0 reached queue 'h1\.test'"):
+        storage.run_in(0, lambda: storage.queue(crawl, HOSTS[1]))
+    with pytest.raises(PartitionError, match="needs a unit over every partition"):
+        storage.run_in(0, lambda: storage.save_crawl(crawl))
+    with pytest.raises(PartitionError, match="cannot open a unit on 1"):
+        storage.run_in(0, lambda: storage.run_in(1, lambda: None))
+    assert storage.run_in(0, lambda: storage.queue(crawl, HOSTS[0])) is not None
+
+
+def test_units_on_two_partitions_run_side_by_side(storage: PartitionedMemoryStorage) -> None:
+    """A unit paused on partition 0 holds up neither a push nor a pop nor a report on 1; a
+    unit over every partition waits for it."""
+    f = frontier(storage)
+    f.push_many([page(0, 0), page(1, 0)])
+    paused, resume, whole_done = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        def unit() -> None:
+            paused.set()
+            assert resume.wait(60)
+
+        storage.run_in(0, unit)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert paused.wait(60)
+    try:
+        assert f.push(page(1, 1))
+        popped = f.pop_many(1, queue=HOSTS[1])
+        f.report(Done(popped[0].seed))
+        whole = threading.Thread(target=lambda: (storage.run(lambda: None), whole_done.set()))
+        whole.start()
+        assert not whole_done.wait(0.2)  # (a bound on a negative: it may only pass late)
+    finally:
+        resume.set()
+        holder.join(60)
+    whole.join(60)
+    assert whole_done.is_set()
+    assert f.stats().done == 1
