@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import replace
 from itertools import repeat
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..clock import Clock
 from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
@@ -80,6 +80,8 @@ from .spi import (
 )
 
 __all__ = ["CoreFrontier", "set_defaults"]
+
+_T = TypeVar("_T")
 
 #: Each reason's counter, and its answer (an ``Admission`` is a frozen value: one serves all).
 _REFUSED = {reason: "refused:" + reason.value for reason in Reason}
@@ -286,6 +288,22 @@ class CoreFrontier(FrontierCore):
         return resolve(self._defaults, crawl.policy, q.delay, q.cap, q.limit, q.blocked)
 
     # -- queues: placing them in the crawl's index ---------------------------------------------
+
+    def run_on(
+        self,
+        operation: Callable[[], _T],
+        *,
+        key: str | None = None,
+        token: bytes | None = None,
+        seed: Seed | None = None,
+        key_of: Seed | None = None,
+    ) -> _T:
+        """Run ``operation`` as one write unit; where the storage has partitions, a unit on
+        the partition of the queue ``key``, of the lease ``token``, of the queue ``seed``'s URL
+        is in, or of the queue ``key_of`` belongs to (the operation reaches nothing else)."""
+        if self.storage.capabilities.partitions == 1:
+            return self.storage.run(operation)
+        return partitioned.run_on(self, operation, key, token, seed, key_of)
 
     def unit(self, crawl: CrawlRecord) -> CrawlUnit:
         """The door through which the core's own modules (listings, the overwrite of a known
@@ -903,7 +921,7 @@ class CoreFrontier(FrontierCore):
             self._schedule(crawl, q, url, at, kind)
             self._place(crawl, q, now)
 
-        self.storage.run(_write)
+        self.run_on(_write, seed=seed)
 
     def extend_lease(self, seed: Seed, seconds: float | None = None) -> Lease:
         check_seed(seed)
@@ -923,7 +941,7 @@ class CoreFrontier(FrontierCore):
                 self._place(crawl, q, now)
             return Lease(lease.token, expires)
 
-        return self.storage.run(_write)
+        return self.run_on(_write, token=seed.lease.token if seed.lease is not None else None)
 
     def end_lease_of(self, fp: bytes) -> bool:
         """End whatever lease the URL ``fp`` has, whoever holds it, and queue it at the front:
@@ -970,7 +988,7 @@ class CoreFrontier(FrontierCore):
                 self._place(crawl, q, self._clock(), rotate=True)
             return True
 
-        return self.storage.run(_write)
+        return self.run_on(_write, key_of=seed)
 
     # -- state and statistics -------------------------------------------------------------------
 

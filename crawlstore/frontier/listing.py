@@ -102,7 +102,7 @@ def set_queue(
         core.unit(crawl).place(q, now, rotate=True)
         return _info(q)
 
-    return core.storage.run(_write)
+    return core.run_on(_write, key=key)
 
 
 def delete_queue(core: CoreFrontier, key: str) -> int:
@@ -116,7 +116,7 @@ def delete_queue(core: CoreFrontier, key: str) -> int:
                     scheduled=-q.scheduled, revisits=-q.revisits, **finished)  # fmt: skip
         return core.storage.delete_queue(crawl, q)
 
-    return core.storage.run(_write)
+    return core.run_on(_write, key=key)
 
 
 def delete_crawl(core: CoreFrontier) -> int:

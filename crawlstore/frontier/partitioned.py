@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .core import CoreFrontier
     from .spi import CrawlRecord, Partitioned
 
-__all__ = ["pop", "pop_many", "push_many", "report_many"]
+__all__ = ["pop", "pop_many", "push_many", "report_many", "run_on"]
 
 _T = TypeVar("_T")
 
@@ -163,3 +163,38 @@ def report_many(core: CoreFrontier, todo: list[SeedReport]) -> None:
             core._report_unit(reports)
 
         _run_in(core, p, apply)
+
+
+def run_on(
+    core: CoreFrontier,
+    operation: Callable[[], _T],
+    key: str | None = None,
+    token: bytes | None = None,
+    seed: Seed | None = None,
+    key_of: Seed | None = None,
+) -> _T:
+    """``operation`` in a unit on the partition of the queue ``key``, of the lease ``token``,
+    of the queue ``seed`` is claimed by (claimed now when it has none), or of the queue the
+    crawl's queue mode gives ``key_of``. A unit over every
+    partition runs it where the crawl does not exist yet (it creates it) or the token names
+    no partition (the operation raises ``NotInFlight``)."""
+    storage = _storage(core)
+    crawl = storage.crawl(core.name)
+    p: int | None = None
+    if crawl is not None and crawl.settled:
+        if seed is not None:
+            key = storage.claim_queues(crawl, [seed.fingerprint], [core._key_for(crawl, seed)])[0]
+        elif key_of is not None:
+            key = core._key_for(crawl, key_of)
+        if key is not None:
+            p = storage.partition_of(crawl, key)
+        elif token is not None:
+            p = storage.lease_partition(crawl, token)
+    if p is None:
+        return storage.run(operation)
+
+    def confined() -> _T:
+        _in_unit(core)
+        return operation()
+
+    return _run_in(core, p, confined)

@@ -109,8 +109,12 @@ def test_units_on_two_partitions_run_side_by_side(storage: PartitionedMemoryStor
     assert paused.wait(60)
     try:
         assert f.push(page(1, 1))
-        popped = f.pop_many(1, queue=HOSTS[1])
+        popped = f.pop_many(2, queue=HOSTS[1])
         f.report(Done(popped[0].seed))
+        f.extend_lease(popped[1].seed, 60)
+        f.schedule(page(1, 2), f.clock() + 5)
+        f.block_queue(HOSTS[1], f.clock() + 10)
+        assert f.pause_queue(page(1, 3), f.clock() + 20)
         whole = threading.Thread(target=lambda: (storage.run(lambda: None), whole_done.set()))
         whole.start()
         assert not whole_done.wait(0.2)  # (a bound on a negative: it may only pass late)
@@ -119,4 +123,6 @@ def test_units_on_two_partitions_run_side_by_side(storage: PartitionedMemoryStor
         holder.join(60)
     whole.join(60)
     assert whole_done.is_set()
-    assert f.stats().done == 1
+    stats = f.stats()
+    assert (stats.done, stats.in_flight, stats.scheduled) == (1, 1, 1)
+    assert {q.key: q.blocked_until for q in f.queues()}[HOSTS[1]] == f.clock() + 20
