@@ -297,13 +297,24 @@ class CoreFrontier(FrontierCore):
         token: bytes | None = None,
         seed: Seed | None = None,
         key_of: Seed | None = None,
+        fp: bytes | None = None,
+        create: bool = True,
     ) -> _T:
         """Run ``operation`` as one write unit; where the storage has partitions, a unit on
         the partition of the queue ``key``, of the lease ``token``, of the queue ``seed``'s URL
-        is in, or of the queue ``key_of`` belongs to (the operation reaches nothing else)."""
+        is in, of the queue ``key_of`` belongs to, or of the queue the URL ``fp`` is in (the
+        operation reaches nothing else), the crawl created first unless not ``create``."""
         if self.storage.capabilities.partitions == 1:
             return self.storage.run(operation)
-        return partitioned.run_on(self, operation, key, token, seed, key_of)
+        return partitioned.run_on(self, operation, key, token, seed, key_of, fp, create)
+
+    def units(self, *, key: str | None = None) -> list[Callable[[Callable[[], _T]], _T]]:
+        """How to run a write unit on each partition in turn (one: the store's ``run``),
+        or on the partition of the queue ``key`` only; none while the crawl does not
+        exist."""
+        if self.storage.capabilities.partitions == 1:
+            return [self.storage.run]
+        return partitioned.units(self, key)
 
     def unit(self, crawl: CrawlRecord) -> CrawlUnit:
         """The door through which the core's own modules (listings, the overwrite of a known
@@ -755,6 +766,8 @@ class CoreFrontier(FrontierCore):
             crawl = self.existing_crawl()
             return self._reap(crawl, self._clock()) if crawl is not None else 0
 
+        if self.storage.capabilities.partitions > 1:
+            return partitioned.each(self, _write)
         return self.storage.run(_write)
 
     # -- reports --------------------------------------------------------------------------------
@@ -962,7 +975,7 @@ class CoreFrontier(FrontierCore):
             self._place(crawl, q, now)
             return True
 
-        return self.storage.run(_write)
+        return self.run_on(_write, fp=fp, create=False)
 
     def overwrite_many(self, items: Iterable[tuple[Seed, float | None]]) -> None:
         """Replace each URL's seed, whatever its state, ending its lease whoever holds it,

@@ -25,7 +25,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import InvalidArgument, InvalidSeed, InvalidSnapshot
 from ..seed import Seed
@@ -236,7 +236,12 @@ def _load_records(
     place = first = 1  # of the record in the stream (the crawl record is the first); of batch[0]
 
     def load(records: list[dict[str, Any]], first: int) -> None:
-        storage.run(functools.partial(_load, core, crawl, queues, records, first))
+        for part, start, end in _runs(core, crawl, records):
+            write = functools.partial(_load, core, crawl, queues, records[start:end], first + start)
+            if part is None:
+                storage.run(write)
+            else:
+                cast("spi.Partitioned", storage).run_in(part, write)
 
     for place, record in enumerate(stream, 2):
         kind = record.get("type") if isinstance(record, dict) else None
@@ -260,7 +265,21 @@ def _load_records(
             other(record)
     if batch:
         load(batch, first)
-    storage.run(functools.partial(_place_all, core, crawl, queues))
+    if storage.capabilities.partitions > 1:  # each partition's queues in a unit on it
+        partitioned = cast("spi.Partitioned", storage)
+        by_part: dict[int, list[QueueRecord]] = {}
+        for key, q in queues.items():
+            by_part.setdefault(partitioned.partition_of(crawl, key), []).append(q)
+        for part, some in by_part.items():
+            partitioned.run_in(part, functools.partial(_place, core, crawl, some))
+        storage.run(functools.partial(_gauges, core, crawl, queues))
+    else:
+
+        def place_all() -> None:
+            _place(core, crawl, queues.values())
+            _gauges(core, crawl, queues)
+
+        storage.run(place_all)
     if end is None:
         raise InvalidSnapshot("the export ends before its end record: it was cut short",
                               record=place + 1)  # fmt: skip
@@ -269,6 +288,27 @@ def _load_records(
             f"the export's end record counts {end.get('counts')!r}, but {counts!r} came",
             record=place,
         )
+
+
+def _runs(
+    core: CoreFrontier, crawl: CrawlRecord, records: list[dict[str, Any]]
+) -> list[tuple[int | None, int, int]]:
+    """The runs of ``records`` that one unit loads: (partition, start, end), the partition of
+    the queue of each record of the run, None for a unit over every partition (facades' state,
+    and every record where the storage has one partition)."""
+    storage = core.storage
+    if storage.capabilities.partitions == 1:
+        return [(None, 0, len(records))]
+    partitioned = cast("spi.Partitioned", storage)
+    runs: list[tuple[int | None, int, int]] = []
+    for i, record in enumerate(records):
+        key = record.get("key") if record.get("type") == "queue" else record.get("queue")
+        part = partitioned.partition_of(crawl, key) if isinstance(key, str) else None
+        if runs and runs[-1][0] == part:
+            runs[-1] = (part, runs[-1][1], i + 1)
+        else:
+            runs.append((part, i, i + 1))
+    return runs
 
 
 def _load(
@@ -363,15 +403,20 @@ def _outcome(record: Any) -> spi.Visit | None:
     return spi.Visit(float(when), status, None if reason is None else str(reason), state)
 
 
-def _place_all(core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRecord]) -> None:
-    """Put every loaded queue in the crawl's index, and the totals' gauges in line with what
-    was loaded (seeds that were in flight are queued now)."""
+def _place(core: CoreFrontier, crawl: CrawlRecord, queues: Iterable[QueueRecord]) -> None:
+    """Put the loaded queues in the crawl's index."""
     now = core.clock()
+    for q in queues:
+        core.unit(crawl).place(q, now)
+
+
+def _gauges(core: CoreFrontier, crawl: CrawlRecord, queues: dict[str, QueueRecord]) -> None:
+    """The totals' gauges in line with what was loaded (seeds that were in flight are queued
+    now)."""
     gauges = {"queued": 0, "in_flight": 0, "scheduled": 0, "revisits": 0}
     for q in queues.values():
         gauges["queued"] += q.queued
         gauges["scheduled"] += q.scheduled
         gauges["revisits"] += q.revisits
-        core.unit(crawl).place(q, now)
     totals = core.storage.totals(crawl)
     core.storage.add_totals(crawl, {k: v - totals.get(k, 0) for k, v in gauges.items()})

@@ -6,7 +6,7 @@ is replaced, and it is scheduled again or finished for good, in the queue its ne
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..errors import CorruptRecord
 from ..seed import Seed
@@ -28,44 +28,110 @@ def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) ->
             check_time("at", at)
     if not batch:
         return
+    if core.storage.capabilities.partitions > 1:
+        _partitioned(core, batch)
+    else:
+        core.storage.run(lambda: _overwrite(core, batch))
+
+
+def _overwrite(core: CoreFrontier, batch: list[tuple[Seed, float | None]],
+               moved: dict[bytes, UrlRecord] | None = None) -> None:  # fmt: skip
+    """Overwrite in the current unit. ``moved``: the records, read already, of URLs that move
+    here from a queue of another partition, whose unit takes them out of it after this one."""
     storage = core.storage
+    crawl = core.crawl_for_write()
+    now = core.clock()
+    queues: dict[str, QueueRecord] = {}
 
-    def _write() -> None:
-        crawl = core.crawl_for_write()
-        now = core.clock()
-        queues: dict[str, QueueRecord] = {}
+    def queue(key: str) -> QueueRecord:
+        q = queues.get(key)
+        if q is None:
+            q = queues[key] = core.unit(crawl).queue(key, now)
+        return q
 
-        def queue(key: str) -> QueueRecord:
-            q = queues.get(key)
-            if q is None:
-                q = queues[key] = core.unit(crawl).queue(key, now)
-            return q
+    for seed, at in batch:
+        fresh = seed.with_lease(None) if seed.lease is not None else seed
+        q = queue(core.unit(crawl).key_for(seed))
+        old = moved.get(seed.fingerprint) if moved is not None else None
+        url = storage.url(crawl, seed.fingerprint) if old is None else None
+        if old is not None:  # a record of the new queue, created when first admitted
+            url = UrlRecord(old.fp, fresh, old.state, q.key, None, old.created, old.outcome)
+        elif url is None:
+            url = UrlRecord(seed.fingerprint, fresh, spi.SCHEDULED, q.key, None, now)
+            core.unit(crawl).count(q, admitted=1)
+        else:
+            url = _take_out(core, crawl, queue(url.queue), url)
+            if url.queue != q.key:  # as above
+                storage.delete_url(crawl, url)
+                url = UrlRecord(url.fp, fresh, url.state, q.key, None, url.created,
+                                url.outcome)  # fmt: skip
+        url.seed = fresh
+        if at is None:
+            url.state, url.where, url.kind = DONE, None, None
+            url.outcome = spi.Visit(now, None, None, DONE)
+            storage.save_url(crawl, q, url)
+            core.unit(crawl).count(q, done=1, **{spi.FINISHED[DONE]: 1})
+        else:
+            core.unit(crawl).schedule(q, url, at, REVISIT)
+    for q in queues.values():
+        core.unit(crawl).place(q, now)
 
-        for seed, at in batch:
-            fresh = seed.with_lease(None) if seed.lease is not None else seed
-            url = storage.url(crawl, seed.fingerprint)
-            q = queue(core.unit(crawl).key_for(seed))
-            if url is None:
-                url = UrlRecord(seed.fingerprint, fresh, spi.SCHEDULED, q.key, None, now)
-                core.unit(crawl).count(q, admitted=1)
-            else:
-                url = _take_out(core, crawl, queue(url.queue), url)
-                if url.queue != q.key:  # a record of the new queue, created when first admitted
-                    storage.delete_url(crawl, url)
-                    url = UrlRecord(url.fp, fresh, url.state, q.key, None, url.created,
-                                    url.outcome)  # fmt: skip
-            url.seed = fresh
-            if at is None:
-                url.state, url.where, url.kind = DONE, None, None
-                url.outcome = spi.Visit(now, None, None, DONE)
-                storage.save_url(crawl, q, url)
-                core.unit(crawl).count(q, done=1, **{spi.FINISHED[DONE]: 1})
-            else:
-                core.unit(crawl).schedule(q, url, at, REVISIT)
-        for q in queues.values():
-            core.unit(crawl).place(q, now)
 
-    storage.run(_write)
+def _partitioned(core: CoreFrontier, batch: list[tuple[Seed, float | None]]) -> None:
+    """One unit a partition of the new queues; a URL that moves from a queue of another
+    partition is written in its new queue first, then taken out of its old one by a unit on
+    that partition: a process killed between the two leaves it in both (crawled twice, never
+    lost)."""
+    storage = cast("spi.Partitioned", core.storage)
+    crawl = core.storage.run(core.crawl_for_write)
+    keys = [core._key_for(crawl, seed) for seed, _ in batch]
+    claimed = storage.claim_queues(crawl, [seed.fingerprint for seed, _ in batch], keys)
+    groups: dict[int, list[int]] = {}
+    leaving: dict[int, list[UrlRecord]] = {}
+    moved: dict[bytes, UrlRecord] = {}
+    for i, ((seed, _), key, was) in enumerate(zip(batch, keys, claimed, strict=True)):
+        p = storage.partition_of(crawl, key)
+        groups.setdefault(p, []).append(i)
+        old_p = storage.partition_of(crawl, was)
+        if old_p != p:
+
+            def read(fp: bytes = seed.fingerprint) -> UrlRecord | None:
+                return storage.url(crawl, fp)
+
+            old = storage.run_in(old_p, read)
+            if old is not None:
+                moved[old.fp] = old
+                leaving.setdefault(old_p, []).append(old)
+    for p, indexes in groups.items():
+
+        def write(indexes: list[int] = indexes) -> None:
+            _overwrite(core, [batch[i] for i in indexes], moved)
+
+        storage.run_in(p, write)
+    for p, urls in leaving.items():
+
+        def leave(urls: list[UrlRecord] = urls) -> None:
+            _leave(core, urls)
+
+        storage.run_in(p, leave)
+
+
+def _leave(core: CoreFrontier, urls: list[UrlRecord]) -> None:
+    """Take these URLs out of their old queues (in this unit's partition), where they still
+    are."""
+    crawl = core.crawl_for_write()
+    now = core.clock()
+    queues: dict[str, QueueRecord] = {}
+    for old in urls:
+        url = core.storage.url(crawl, old.fp)
+        if url is None or url.queue != old.queue:
+            continue  # gone meanwhile
+        q = queues.get(url.queue) or queues.setdefault(
+            url.queue, core.unit(crawl).queue(url.queue, now)
+        )
+        core.storage.delete_url(crawl, _take_out(core, crawl, q, url))
+    for q in queues.values():
+        core.unit(crawl).place(q, now)
 
 
 def _take_out(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord) -> UrlRecord:

@@ -116,7 +116,7 @@ def delete_queue(core: CoreFrontier, key: str) -> int:
                     scheduled=-q.scheduled, revisits=-q.revisits, **finished)  # fmt: skip
         return core.storage.delete_queue(crawl, q)
 
-    return core.run_on(_write, key=key)
+    return core.run_on(_write, key=key, create=False)
 
 
 def delete_crawl(core: CoreFrontier) -> int:
@@ -340,11 +340,14 @@ def purge(core: CoreFrontier, *, before: float, queue: str | None = None) -> int
         last = scanned[-1].fp if len(scanned) >= _PURGE_BATCH else None
         return len(gone), last
 
-    while True:
-        removed, after = core.storage.run(_batch)
-        total += removed
-        if after is None:
-            return total
+    for run in core.units(key=queue):  # (each partition in turn, where there are several)
+        after = None
+        while True:
+            removed, after = run(_batch)
+            total += removed
+            if after is None:
+                break
+    return total
 
 
 #: URL records a purge reads in one write unit.

@@ -15,6 +15,7 @@ partitions never wait on each other. What it means to a caller:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from .core import CoreFrontier
     from .spi import CrawlRecord, Partitioned
 
-__all__ = ["pop", "pop_many", "push_many", "report_many", "run_on"]
+__all__ = ["each", "pop", "pop_many", "push_many", "report_many", "run_on", "units"]
 
 _T = TypeVar("_T")
 
@@ -172,20 +173,25 @@ def run_on(
     token: bytes | None = None,
     seed: Seed | None = None,
     key_of: Seed | None = None,
+    fp: bytes | None = None,
+    create: bool = True,
 ) -> _T:
     """``operation`` in a unit on the partition of the queue ``key``, of the lease ``token``,
-    of the queue ``seed`` is claimed by (claimed now when it has none), or of the queue the
-    crawl's queue mode gives ``key_of``. A unit over every
-    partition runs it where the crawl does not exist yet (it creates it) or the token names
-    no partition (the operation raises ``NotInFlight``)."""
+    of the queue ``seed`` is claimed by (claimed now when it has none), of the queue the
+    crawl's queue mode gives ``key_of``, or of the queue that claims the URL ``fp``. The
+    crawl is created first (``create``), else a unit over every partition runs an operation
+    on a crawl that does not exist (it changes nothing); one runs it too where the token or
+    URL names no partition (the operation raises ``NotInFlight``, or finds nothing)."""
     storage = _storage(core)
-    crawl = storage.crawl(core.name)
+    crawl = _settled(core) if create else storage.crawl(core.name)
     p: int | None = None
     if crawl is not None and crawl.settled:
         if seed is not None:
             key = storage.claim_queues(crawl, [seed.fingerprint], [core._key_for(crawl, seed)])[0]
         elif key_of is not None:
             key = core._key_for(crawl, key_of)
+        elif fp is not None:
+            key = storage.claimed(crawl, [fp])[0]
         if key is not None:
             p = storage.partition_of(crawl, key)
         elif token is not None:
@@ -198,3 +204,19 @@ def run_on(
         return operation()
 
     return _run_in(core, p, confined)
+
+
+def each(core: CoreFrontier, operation: Callable[[], int]) -> int:
+    """``operation`` in a unit on each partition in turn; the sum of what they return."""
+    storage = _storage(core)
+    return sum(storage.run_in(p, operation) for p in range(storage.capabilities.partitions))
+
+
+def units(core: CoreFrontier, key: str | None) -> list[Callable[[Callable[[], _T]], _T]]:
+    storage = _storage(core)
+    crawl = storage.crawl(core.name)
+    if crawl is None:
+        return []
+    if key is not None:
+        return [functools.partial(storage.run_in, storage.partition_of(crawl, key))]
+    return [functools.partial(storage.run_in, p) for p in range(storage.capabilities.partitions)]

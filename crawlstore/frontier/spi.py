@@ -577,16 +577,22 @@ class Storage(Protocol):
 class Partitioned(Storage, Protocol):
     """A storage whose crawls fall in ``capabilities.partitions`` (more than 1) partitions:
     a queue, with its entries, leases, schedule and the records of its URLs, lives in the
-    partition of its key. ``run`` is then a unit over every partition (kept for what spans
-    them: a crawl's creation, its policy, facades' state); ``run_in`` is a unit confined to
-    one, which partitions commit side by side. Inside ``run_in(p, ...)``:
+    partition of its key. ``run_in`` is a unit confined to one partition, and partitions
+    commit side by side; ``run`` is a unit over every partition, kept for what belongs to
+    none (a crawl's creation and policy, the store's defaults, facades' state, refusal
+    counts) and for reads, and ``scratch`` (a dry run) may write anywhere. Inside
+    ``run_in(p, ...)``:
 
     - a call that names a queue, a lease or a URL of another partition raises
-      ``PartitionError``;
-    - the walks (``due_queues``, ``next_event``, ``leases``) see partition ``p`` only;
+      ``PartitionError``; so does a write to a partition's data from a unit over every
+      partition outside ``run_in`` (a ``run_in`` inside ``run`` is confined to its partition);
+    - ``url`` and ``find_urls`` read ``p``'s records (where a URL's record is, its claim says:
+      ``claim_queues``); the walks (``due_queues``, ``next_event``, ``leases``, ``urls``) see
+      ``p`` only;
     - ``totals`` are the crawl's (every partition's, summed); ``add_totals`` adds to ``p``'s;
     - ``next_seq`` is unique in ``p``, not in the crawl, so that no unit writes a key every
-      unit writes: the order of two queues of two partitions due at one time is theirs.
+      unit writes: the order of two queues of two partitions due at one time is theirs;
+      ``advance_seq`` advances ``p``'s.
     """
 
     def run_in(self, partition: int, operation: Callable[[], _T]) -> _T:
@@ -605,6 +611,9 @@ class Partitioned(Storage, Protocol):
         choice for each), claimed at once, each URL on its own; the first of two claims of one
         URL wins. A claim outlives a unit that fails after it; it only says where the URL's
         record is looked for."""
+
+    def claimed(self, crawl: CrawlRecord, fps: Sequence[bytes]) -> list[str | None]:
+        """The queue that claims each URL (None: none does)."""
 
     def due_partitions(self, crawl: CrawlRecord, now: float) -> list[int]:
         """The partitions that may have a queue due at ``now`` (a hint: one in it may turn

@@ -42,8 +42,9 @@ from ._memory import MemoryStorage
 __all__ = ["PartitionedMemoryStorage"]
 
 _T = TypeVar("_T")
-#: The scope of a unit over every partition.
-_ALL = -1
+#: The scope of a unit over every partition; of a dry run over every partition (``scratch``:
+#: its writes are all undone, so they may reach any partition).
+_ALL, _DRY = -1, -2
 
 
 class _Crawl:
@@ -81,14 +82,15 @@ class PartitionedMemoryStorage:
     @contextlib.contextmanager
     def _enter(self, scope: int) -> Iterator[None]:
         held = self._scope.get()
-        if held is not None and held not in (_ALL, scope):
+        if held is not None and held not in (_ALL, _DRY, scope):
             raise PartitionError(f"a unit on partition {held} cannot open a unit on "
                                  f"{'every partition' if scope == _ALL else scope}")  # fmt: skip
         parts = self._parts if scope == _ALL else [self._parts[scope]]
         with contextlib.ExitStack() as stack:
             for part in parts:  # always in partition order: no two units wait on each other
                 stack.enter_context(part.write())
-            token = self._scope.set(_ALL if held == _ALL else scope)
+            # a unit on one partition inside one over all is on it; inside a dry run, dry
+            token = self._scope.set(_DRY if held == _DRY else scope)
             try:
                 yield
             finally:
@@ -127,9 +129,11 @@ class PartitionedMemoryStorage:
             txn = journal.current()
             assert txn is not None
             mark = txn.mark()
+            dry = self._scope.set(_DRY)
             try:
                 return operation()
             finally:
+                self._scope.reset(dry)
                 txn.undo_to(mark)
 
     def _undo(self, undo: Callable[[], object]) -> None:
@@ -151,6 +155,11 @@ class PartitionedMemoryStorage:
         with self._side:
             return [claims.setdefault(fp, key) for fp, key in zip(fps, keys, strict=True)]
 
+    def claimed(self, crawl: CrawlRecord, fps: Sequence[bytes]) -> list[str | None]:
+        claims = self._data(crawl).claims
+        with self._side:
+            return [claims.get(fp) for fp in fps]
+
     def due_partitions(self, crawl: CrawlRecord, now: float) -> list[int]:
         n = len(self._parts)
         start = next(self._turn) % n
@@ -163,26 +172,32 @@ class PartitionedMemoryStorage:
         data: _Crawl = crawl.ref
         return data
 
-    def _in(self, p: int, what: str) -> int:
-        """``p``, checked against the calling unit's scope."""
+    def _in(self, p: int, what: str, write: bool = False) -> int:
+        """``p``, checked against the calling unit's scope: a unit on another partition
+        reaches nothing of it; a unit over every partition writes nothing of it."""
         scope = self._scope.get()
-        if scope is not None and scope not in (_ALL, p):
+        if scope is not None and scope not in (_ALL, _DRY, p):
             raise PartitionError(f"a unit on partition {scope} reached {what}, of partition {p}")
+        if write and scope == _ALL:
+            raise PartitionError(f"a unit over every partition wrote {what}, of partition {p}: "
+                                 "only a unit on that partition writes it")  # fmt: skip
         return p
 
     def _whole(self, what: str) -> None:
         scope = self._scope.get()
-        if scope is not None and scope != _ALL:
+        if scope is not None and scope not in (_ALL, _DRY):
             raise PartitionError(f"{what} needs a unit over every partition; this one is on "
                                  f"partition {scope}")  # fmt: skip
 
     def _scoped(self) -> list[int]:
         """The partitions the calling unit sees."""
         scope = self._scope.get()
-        return list(range(len(self._parts))) if scope in (None, _ALL) else [scope]
+        return list(range(len(self._parts))) if scope in (None, _ALL, _DRY) else [scope]
 
-    def _queue_part(self, crawl: CrawlRecord, key: str) -> tuple[MemoryStorage, CrawlRecord]:
-        p = self._in(self.partition_of(crawl, key), f"queue {key!r}")
+    def _queue_part(
+        self, crawl: CrawlRecord, key: str, write: bool = False
+    ) -> tuple[MemoryStorage, CrawlRecord]:
+        p = self._in(self.partition_of(crawl, key), f"queue {key!r}", write)
         return self._parts[p], self._data(crawl).parts[p]
 
     def _url_part(self, crawl: CrawlRecord, fp: bytes) -> tuple[MemoryStorage, CrawlRecord] | None:
@@ -238,7 +253,7 @@ class PartitionedMemoryStorage:
 
     def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
         scope = self._scope.get()
-        counts = self._data(crawl).totals[0 if scope in (None, _ALL) else scope]
+        counts = self._data(crawl).totals[0 if scope in (None, _ALL, _DRY) else scope]
         with self._side:
             counts.update(deltas)
 
@@ -251,7 +266,7 @@ class PartitionedMemoryStorage:
     def next_seq(self, crawl: CrawlRecord, n: int = 1) -> int:
         parts = self._data(crawl).parts
         scope = self._scope.get()
-        if scope not in (None, _ALL):
+        if scope not in (None, _ALL, _DRY):
             return self._parts[scope].next_seq(parts[scope], n)
         first = self.last_seq(crawl) + 1  # larger than every partition's: unique in the crawl
         self.advance_seq(crawl, first + n - 1)
@@ -262,8 +277,9 @@ class PartitionedMemoryStorage:
         return max(part.last_seq(record) for part, record in zip(self._parts, parts, strict=True))
 
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
-        for part, record in zip(self._parts, self._data(crawl).parts, strict=True):
-            part.advance_seq(record, at_least)
+        parts = self._data(crawl).parts
+        for p in self._scoped():  # (a unit on one partition: its own sequence)
+            self._parts[p].advance_seq(parts[p], at_least)
 
     # the facades' state: with the crawl's record, in partition 0, written by units over all
 
@@ -293,7 +309,7 @@ class PartitionedMemoryStorage:
     def save_queue(
         self, crawl: CrawlRecord, queue: QueueRecord, event: float | None, rotate: bool = False
     ) -> None:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         part.save_queue(record, queue, event, rotate)
 
     def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
@@ -318,15 +334,17 @@ class PartitionedMemoryStorage:
         return min((at for at in events if at is not None), default=None)
 
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         fps = [url.fp for url in part.iter_urls(record, queue)]
-        self._unclaim(crawl, fps)
+        self._unclaim(crawl, fps, queue.key)
         return part.delete_queue(record, queue)
 
-    def _unclaim(self, crawl: CrawlRecord, fps: list[bytes]) -> None:
+    def _unclaim(self, crawl: CrawlRecord, fps: list[bytes], key: str) -> None:
+        """Drop the claims of these URLs on the queue ``key`` (not those on another: a URL
+        moved to another queue is claimed by it before its old record goes)."""
         claims = self._data(crawl).claims
         with self._side:
-            gone = {fp: claims.pop(fp) for fp in fps if fp in claims}
+            gone = {fp: claims.pop(fp) for fp in fps if claims.get(fp) == key}
 
         def undo() -> None:
             with self._side:
@@ -337,32 +355,34 @@ class PartitionedMemoryStorage:
     # -- a queue's entries, leases and schedule -------------------------------------------------
 
     def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry, fp: bytes) -> None:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         part.enqueue(record, queue, order, fp)
 
     def enqueue_many(self, crawl: CrawlRecord, queue: QueueRecord, urls: list[UrlRecord]) -> None:
         for url in urls:
             self._claim(crawl, url.fp, queue.key)
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         part.enqueue_many(record, queue, urls)
 
     def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         return part.dequeue(record, queue, n)
 
     def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry) -> None:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         part.unqueue(record, queue, order)
 
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         part.lease(record, queue, lease)
 
-    def _lease_part(self, crawl: CrawlRecord, token: bytes) -> tuple[MemoryStorage, CrawlRecord]:
+    def _lease_part(
+        self, crawl: CrawlRecord, token: bytes, write: bool = False
+    ) -> tuple[MemoryStorage, CrawlRecord]:
         p = self.lease_partition(crawl, token)
         if p is None:
             p = self._scoped()[0]  # names no partition: not found in any
-        self._in(p, f"lease {token.hex()}")
+        self._in(p, f"lease {token.hex()}", write)
         return self._parts[p], self._data(crawl).parts[p]
 
     def get_lease(self, crawl: CrawlRecord, token: bytes) -> LeaseRecord | None:
@@ -372,15 +392,15 @@ class PartitionedMemoryStorage:
         return part.get_lease(record, token)
 
     def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None:
-        part, record = self._lease_part(crawl, lease.token)
+        part, record = self._lease_part(crawl, lease.token, write=True)
         part.extend_lease(record, lease, expires)
 
     def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
-        part, record = self._lease_part(crawl, lease.token)
+        part, record = self._lease_part(crawl, lease.token, write=True)
         part.end_lease(record, lease)
 
     def expired(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[LeaseRecord]:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         return part.expired(record, queue, now)
 
     def next_expiry(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
@@ -393,15 +413,15 @@ class PartitionedMemoryStorage:
             yield from self._parts[p].leases(parts[p])
 
     def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot, fp: bytes) -> None:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         part.schedule(record, queue, when, fp)
 
     def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot) -> None:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         part.unschedule(record, queue, when)
 
     def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[bytes]:
-        part, record = self._queue_part(crawl, queue.key)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         return part.due(record, queue, now)
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
@@ -419,6 +439,9 @@ class PartitionedMemoryStorage:
         return [self.url(crawl, fp) for fp in fps]
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
+        scope = self._scope.get()
+        if scope is not None and scope >= 0:  # a unit on one partition: its record there
+            return self._parts[scope].url(self._data(crawl).parts[scope], fp)
         found = self._url_part(crawl, fp)
         return found[0].url(found[1], fp) if found is not None else None
 
@@ -439,20 +462,16 @@ class PartitionedMemoryStorage:
             self._undo(undo)
 
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
-        part, record = self._queue_part(crawl, queue.key)
-        old = self._url_part(crawl, url.fp)
-        if old is not None and old[0] is not part:  # moved to a queue of another partition
-            self._whole(f"moving URL {url.fp.hex()} to queue {queue.key!r}")
-            stale = old[0].url(old[1], url.fp)
-            if stale is not None:
-                old[0].delete_url(old[1], stale)
+        # (a URL moved to a queue of another partition: its old record is deleted by a unit
+        # on that one, after this one claims it)
+        part, record = self._queue_part(crawl, queue.key, write=True)
         self._claim(crawl, url.fp, queue.key)
         part.save_url(record, queue, url)
 
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
-        part, record = self._queue_part(crawl, url.queue)
+        part, record = self._queue_part(crawl, url.queue, write=True)
         part.delete_url(record, url)
-        self._unclaim(crawl, [url.fp])
+        self._unclaim(crawl, [url.fp], url.queue)
 
     def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
              limit: int) -> list[UrlRecord]:  # fmt: skip

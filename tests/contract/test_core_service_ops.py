@@ -102,20 +102,20 @@ def test_overwrite_moves_a_url_to_the_queue_its_new_seed_names(
     elif state == "done":
         f.overwrite_many([(page("a.com", "1", queue="q1"), None)])
     assert f.url("https://a.com/1").state == state
-    f.overwrite_many([(page("a.com", "1", queue="q3"), clock() + 10)])
+    f.overwrite_many([(page("a.com", "1", queue="q4"), clock() + 10)])
     status = f.url("https://a.com/1")
-    assert (status.state, status.queue, status.at) == ("scheduled", "q3", clock() + 10)
-    old, new = f.queue("q1"), f.queue("q3")
+    assert (status.state, status.queue, status.at) == ("scheduled", "q4", clock() + 10)
+    old, new = f.queue("q1"), f.queue("q4")
     assert old is not None and new is not None
     assert (old.queued, old.in_flight, old.scheduled, new.scheduled) == (1, 0, 0, 1)
-    assert [u.url for u in f.urls(queue="q3")] == ["https://a.com/1"]
+    assert [u.url for u in f.urls(queue="q4")] == ["https://a.com/1"]
     assert [u.url for u in f.urls(queue="q1")] == ["https://a.com/2"]
-    assert (f.count(queue="q1"), f.count(queue="q3"), f.count()) == (1, 1, 2)
+    assert (f.count(queue="q1"), f.count(queue="q4"), f.count()) == (1, 1, 2)
     stats = f.stats()
     assert (stats.queued, stats.in_flight, stats.scheduled) == (1, 0, 1)
     f.overwrite_many([(page("a.com", "1", queue="q1"), None)])  # done, back in q1
-    assert (f.count(queue="q1", state="done"), f.count(queue="q3")) == (1, 0)
+    assert (f.count(queue="q1", state="done"), f.count(queue="q4")) == (1, 0)
     clock.advance(60)
     assert [r.seed.url for r in f.pop_many(5)] == ["https://a.com/2"]
-    assert f.delete_queue("q3") == 0 and f.delete_queue("q1") == 2
+    assert f.delete_queue("q4") == 0 and f.delete_queue("q1") == 2
     assert f.count() == 0 and len(f) == 0

@@ -126,3 +126,45 @@ def test_units_on_two_partitions_run_side_by_side(storage: PartitionedMemoryStor
     stats = f.stats()
     assert (stats.done, stats.in_flight, stats.scheduled) == (1, 1, 1)
     assert {q.key: q.blocked_until for q in f.queues()}[HOSTS[1]] == f.clock() + 20
+
+
+def test_a_unit_over_every_partition_writes_no_partitions_data(
+    storage: PartitionedMemoryStorage,
+) -> None:
+    f = frontier(storage)
+    f.push(page(1, 0))
+    crawl = f.storage.view(f.existing_crawl)
+    assert crawl is not None
+    q = storage.run(lambda: storage.queue(crawl, HOSTS[1]))  # reads: yes
+    assert q is not None
+    with pytest.raises(PartitionError, match="a unit over every partition wrote queue"):
+        storage.run(lambda: storage.save_queue(crawl, q, None))
+    # inside it, a unit on one partition writes that one's
+    storage.run(lambda: storage.run_in(1, lambda: storage.save_queue(crawl, q, 5.0)))
+    # and a dry run writes anywhere, undone
+    storage.scratch(lambda: storage.save_queue(crawl, q, None))
+    assert storage.run(lambda: storage.queue(crawl, HOSTS[1])).event == 5.0  # type: ignore[union-attr]
+
+
+def test_a_move_cut_between_its_two_units_leaves_the_url_in_both_queues(
+    storage: PartitionedMemoryStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A URL moving to a queue of another partition is written there first: a process killed
+    before its old queue lets it go crawls it twice, never loses it."""
+    from crawlstore.frontier import known
+
+    f = frontier(storage, queues="meta")
+    f.push(page(0, 0, queue="a"))  # partition 3
+    clock = f.clock
+
+    def killed(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(known, "_leave", killed)
+    with pytest.raises(KeyboardInterrupt):
+        f.overwrite_many([(page(0, 0, queue="b"), clock() + 5)])  # to partition 1
+    assert f.url(page(0, 0).url).queue == "b"
+    assert {q.key: (q.queued, q.scheduled) for q in f.queues()} == {"a": (1, 0), "b": (0, 1)}
+    monkeypatch.undo()
+    f.overwrite_many([(page(0, 0, queue="b"), clock() + 5)])  # done again, whole this time
+    assert {q.key: (q.queued, q.scheduled) for q in f.queues()} == {"a": (1, 0), "b": (0, 1)}
