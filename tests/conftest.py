@@ -117,10 +117,14 @@ def make_frontier(
     store.close()
 
 
-@pytest.fixture(params=["lmdb", "redis"])
+@pytest.fixture(params=["lmdb", "redis", "partitioned"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
     """A fresh store on the test's clock, a file and on Redis (group commit: fsync is not what
-    tests check)."""
+    tests check), and the memory storage in 4 partitions."""
+    if request.param == "partitioned":
+        with Store(PartitionedMemoryStorage(4), clock) as s:
+            yield s
+        return
     if request.param == "redis":
         with Store.open(request.getfixturevalue("redis_url"), clock=clock) as s:
             yield s

@@ -18,18 +18,21 @@ import heapq
 import itertools
 import math
 import threading
+import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from .. import journal
-from ..errors import PartitionError
+from ..errors import PartitionError, StoreError
 from ..frontier.policy import Defaults
 from ..frontier.spi import (
     Capabilities,
     CrawlRecord,
+    Durability,
     Entry,
     LeaseRecord,
     QueueRecord,
@@ -37,7 +40,9 @@ from ..frontier.spi import (
     UnitReader,
     UrlRecord,
 )
+from ..url import FINGERPRINT_VERSION
 from ._memory import MemoryStorage
+from ._partitioned_views import MemoryViews, ViewsOf
 
 __all__ = ["PartitionedMemoryStorage"]
 
@@ -57,6 +62,24 @@ class _Crawl:
         #: Each partition's next event as its last unit left it: the hints of
         #: ``due_partitions``, read without waiting for a partition's lock.
         self.events: list[float | None] = [-math.inf for _ in parts]
+        self.views = ViewsOf()
+
+
+class _NoFile:
+    """The ``StoreFile`` of a store in memory: every member raises ``StoreError``."""
+
+    @property
+    def path(self) -> Path:
+        raise StoreError("a store in memory has no file")
+
+    def size(self) -> int:
+        raise StoreError("a store in memory has no file")
+
+    def records_size(self) -> int:
+        return self.size()
+
+    def backup(self, target: Path, *, compact: bool) -> None:
+        raise StoreError("a store in memory has no file: copy its crawls with export()")
 
 
 class PartitionedMemoryStorage:
@@ -73,9 +96,39 @@ class PartitionedMemoryStorage:
         self._crawls: dict[str, _Crawl] = {}
         self._side = threading.Lock()  # totals and claims: held for one operation
         self._turn = itertools.count()
+        self._created = time.time()
 
     def __repr__(self) -> str:
         return f"PartitionedMemoryStorage({len(self._parts)})"
+
+    # -- what a store asks of it (``Store(storage, clock)``) -------------------------------------
+
+    location = "memory"
+    readonly = False
+    durability = Durability.NOSYNC
+    fingerprint = FINGERPRINT_VERSION
+    file = _NoFile()
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return {"format": 1, "fingerprint": self.fingerprint, "created": self._created}
+
+    def set_fingerprint(self, version: int) -> None:
+        self.fingerprint = version
+
+    def close(self) -> None:
+        pass
+
+    def server_clock(self) -> Callable[[], float] | None:
+        return None
+
+    @property
+    def view_data(self) -> MemoryViews:
+        return MemoryViews(self, self._undo)
+
+    def views_of(self, name: str) -> ViewsOf | None:
+        data = self._crawls.get(name)
+        return data.views if data is not None else None
 
     # -- units ----------------------------------------------------------------------------------
 

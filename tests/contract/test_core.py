@@ -24,6 +24,7 @@ from crawlstore import (
 )
 from crawlstore.errors import InvalidArgument, PolicyConflict, ReadOnlyStore
 from crawlstore.frontier import Frontier
+from crawlstore.storages._partitioned import PartitionedMemoryStorage
 from crawlstore.store import verify
 
 Make = Callable[..., Frontier]
@@ -33,11 +34,16 @@ def page(host: str, path: str = "x") -> Seed:
     return Seed.get(f"https://{host}/{path}")
 
 
-@pytest.fixture(params=["memory", "store"])
+@pytest.fixture(params=["memory", "store", "partitioned"])
 def make(request: pytest.FixtureRequest, clock: ManualClock, tmp_path: Path) -> Iterator[Make]:
-    """``make(**policy)``: a new crawl's frontier on either storage."""
+    """``make(**policy)``: a new crawl's frontier on each storage (the memory storage, a file,
+    the memory storage in 4 partitions)."""
     if request.param == "memory":
         yield lambda **policy: InMemFrontier(clock=clock, **policy)
+        return
+    if request.param == "partitioned":
+        with Store(PartitionedMemoryStorage(4), clock) as store:
+            yield lambda **policy: store.frontier(**policy)
         return
     with Store.open(tmp_path / "s.lmdb", clock=clock, durability="nosync") as store:
         yield lambda **policy: store.frontier(**policy)
