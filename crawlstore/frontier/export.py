@@ -270,8 +270,8 @@ def _load_records(
         by_part: dict[int, list[QueueRecord]] = {}
         for key, q in queues.items():
             by_part.setdefault(partitioned.partition_of(crawl, key), []).append(q)
-        for part, some in by_part.items():
-            partitioned.run_in(part, functools.partial(_place, core, crawl, some))
+        partitioned.run_each([(part, functools.partial(_place, core, crawl, some))
+                              for part, some in by_part.items()])  # fmt: skip
         storage.run(functools.partial(_gauges, core, crawl, queues))
     else:
 

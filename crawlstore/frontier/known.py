@@ -5,7 +5,7 @@ is replaced, and it is scheduled again or finished for good, in the queue its ne
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, cast
 
 from ..errors import CorruptRecord
@@ -102,18 +102,22 @@ def _partitioned(core: CoreFrontier, batch: list[tuple[Seed, float | None]]) -> 
             if old is not None:
                 moved[old.fp] = old
                 leaving.setdefault(old_p, []).append(old)
+    writes: list[tuple[int, Callable[[], None]]] = []
     for p, indexes in groups.items():
 
         def write(indexes: list[int] = indexes) -> None:
             _overwrite(core, [batch[i] for i in indexes], moved)
 
-        storage.run_in(p, write)
+        writes.append((p, write))
+    storage.run_each(writes)  # the new places first, then the old ones let go
+    leaves: list[tuple[int, Callable[[], None]]] = []
     for p, urls in leaving.items():
 
         def leave(urls: list[UrlRecord] = urls) -> None:
             _leave(core, urls)
 
-        storage.run_in(p, leave)
+        leaves.append((p, leave))
+    storage.run_each(leaves)
 
 
 def _leave(core: CoreFrontier, urls: list[UrlRecord]) -> None:

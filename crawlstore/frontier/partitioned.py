@@ -68,6 +68,31 @@ def _run_in(core: CoreFrontier, p: int, operation: Callable[[], _T]) -> _T:
         return _storage(core).run_in(p, operation)
 
 
+def _run_each(core: CoreFrontier, units: list[tuple[int, Callable[[], _T]]]) -> list[_T]:
+    """Each operation in a unit on its partition (``run_each``: independent units, which a
+    storage on a server commits together); those that found the crawl gone meanwhile (its
+    ``_in_unit`` raises before they write) run again once it is made again."""
+    storage = _storage(core)
+    gone = object()
+
+    def guarded(operation: Callable[[], _T]) -> Callable[[], _T | object]:
+        def run() -> _T | object:
+            try:
+                return operation()
+            except _Gone:
+                return gone
+
+        return run
+
+    results = storage.run_each([(p, guarded(operation)) for p, operation in units])
+    again = [i for i, result in enumerate(results) if result is gone]
+    if again:
+        core.storage.run(core.crawl_for_write)
+        for i, result in zip(again, storage.run_each([units[i] for i in again]), strict=True):
+            results[i] = result
+    return cast("list[_T]", results)
+
+
 def push_many(core: CoreFrontier, batch: list[Seed], new_only: bool) -> list[Admission]:
     storage = _storage(core)
     crawl = _settled(core)
@@ -76,14 +101,17 @@ def push_many(core: CoreFrontier, batch: list[Seed], new_only: bool) -> list[Adm
     groups: dict[int, list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(storage.partition_of(crawl, key), []).append(i)
-    answers: dict[int, Admission] = {}
+    units: list[tuple[int, Callable[[], list[Admission]]]] = []
     for p, indexes in groups.items():
 
         def admit(indexes: list[int] = indexes) -> list[Admission]:
             seeds, chosen = [batch[i] for i in indexes], [keys[i] for i in indexes]
             return core._admit_many(_in_unit(core), seeds, core._clock(), new_only, chosen)
 
-        answers.update(zip(indexes, _run_in(core, p, admit), strict=True))
+        units.append((p, admit))
+    answers: dict[int, Admission] = {}
+    for indexes, admitted in zip(groups.values(), _run_each(core, units), strict=True):
+        answers.update(zip(indexes, admitted, strict=True))
     return [answers[i] for i in range(len(batch))]
 
 
@@ -157,13 +185,15 @@ def report_many(core: CoreFrontier, todo: list[SeedReport]) -> None:
         groups.setdefault(p, []).append(report)
     if not groups:
         storage.run(lambda: core._report_unit([]))  # (creates the crawl, as a report does)
+    units: list[tuple[int, Callable[[], None]]] = []
     for p, reports in groups.items():
 
         def apply(reports: list[SeedReport] = reports) -> None:
             _in_unit(core)
             core._report_unit(reports)
 
-        _run_in(core, p, apply)
+        units.append((p, apply))
+    _run_each(core, units)
 
 
 def run_on(
@@ -207,9 +237,9 @@ def run_on(
 
 
 def each(core: CoreFrontier, operation: Callable[[], int]) -> int:
-    """``operation`` in a unit on each partition in turn; the sum of what they return."""
+    """``operation`` in a unit on each partition; the sum of what they return."""
     storage = _storage(core)
-    return sum(storage.run_in(p, operation) for p in range(storage.capabilities.partitions))
+    return sum(storage.run_each([(p, operation) for p in range(storage.capabilities.partitions)]))
 
 
 def units(core: CoreFrontier, key: str | None) -> list[Callable[[Callable[[], _T]], _T]]:

@@ -599,6 +599,12 @@ class Partitioned(Storage, Protocol):
         """Run ``operation`` as one atomic write unit on ``partition`` alone (it joins the
         caller's open unit: one over every partition, or on this one)."""
 
+    def run_each(self, units: Sequence[tuple[int, Callable[[], _T]]]) -> list[_T]:
+        """Run each operation as a unit on its partition, as ``run_in`` does: independent
+        units, which a storage on a server commits together (one round trip for them all,
+        each atomic on its partition). Their results, in order. When one raises, every other
+        one still runs (and may commit); the first error is raised after."""
+
     def partition_of(self, crawl: CrawlRecord, key: str) -> int:
         """The partition of the queue ``key``."""
 
