@@ -237,9 +237,12 @@ def run_on(
 
 
 def each(core: CoreFrontier, operation: Callable[[], int]) -> int:
-    """``operation`` in a unit on each partition; the sum of what they return."""
+    """``operation`` in a unit on each partition of the crawl; the sum of what they return."""
     storage = _storage(core)
-    return sum(storage.run_each([(p, operation) for p in range(storage.capabilities.partitions)]))
+    crawl = storage.crawl(core.name)
+    if crawl is None:
+        return 0
+    return sum(storage.run_each([(p, operation) for p in storage.partitions(crawl)]))
 
 
 def units(core: CoreFrontier, key: str | None) -> list[Callable[[Callable[[], _T]], _T]]:
@@ -249,4 +252,4 @@ def units(core: CoreFrontier, key: str | None) -> list[Callable[[Callable[[], _T
         return []
     if key is not None:
         return [functools.partial(storage.run_in, storage.partition_of(crawl, key))]
-    return [functools.partial(storage.run_in, p) for p in range(storage.capabilities.partitions)]
+    return [functools.partial(storage.run_in, p) for p in storage.partitions(crawl)]

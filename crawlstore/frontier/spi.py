@@ -606,7 +606,11 @@ class Partitioned(Storage, Protocol):
         one still runs (and may commit); the first error is raised after."""
 
     def partition_of(self, crawl: CrawlRecord, key: str) -> int:
-        """The partition of the queue ``key``."""
+        """The partition of the queue ``key`` (a number of the storage's own: the partitions
+        of two crawls may differ)."""
+
+    def partitions(self, crawl: CrawlRecord) -> list[int]:
+        """The crawl's partitions that may hold any of its data (all of them, or fewer)."""
 
     def lease_partition(self, crawl: CrawlRecord, token: bytes) -> int | None:
         """The partition a lease token names; None when it names none (not this crawl's)."""

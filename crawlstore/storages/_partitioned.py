@@ -211,6 +211,9 @@ class PartitionedMemoryStorage:
     def partition_of(self, crawl: CrawlRecord, key: str) -> int:
         return zlib.crc32(key.encode("utf-8", "surrogatepass")) % len(self._parts)
 
+    def partitions(self, crawl: CrawlRecord) -> list[int]:
+        return list(range(len(self._parts)))
+
     def lease_partition(self, crawl: CrawlRecord, token: bytes) -> int | None:
         return token[0] if len(token) == 13 and token[0] < len(self._parts) else None
 
