@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import replace
 from itertools import repeat
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from ..clock import Clock
 from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
@@ -265,6 +265,15 @@ class CoreFrontier(FrontierCore):
     def _key_for(self, crawl: CrawlRecord, seed: Seed) -> str:
         """The queue key of ``seed`` in ``crawl`` (as read in the current unit)."""
         return self._keys_for(crawl, [seed])[0]
+
+    def _new_key(self, crawl: CrawlRecord, seed: Seed) -> str:
+        """The queue a URL the crawl does not hold joins: where the storage has partitions, the
+        one it is claimed by (``claim_queues``: a claim may outlive a unit rolled back)."""
+        key = self._key_for(crawl, seed)
+        if self.storage.capabilities.partitions == 1:
+            return key
+        storage = cast("spi.Partitioned", self.storage)
+        return storage.claim_queues(crawl, [seed.fingerprint], [key])[0]
 
     @staticmethod
     def _keys_for(crawl: CrawlRecord, seeds: list[Seed]) -> list[str]:
@@ -922,7 +931,7 @@ class CoreFrontier(FrontierCore):
             now = self._clock()
             fp = seed.fingerprint
             url = self.storage.url(crawl, fp)
-            key = url.queue if url is not None else self._key_for(crawl, seed)
+            key = url.queue if url is not None else self._new_key(crawl, seed)
             q = self._queue(crawl, key, now)
             if url is None:
                 url = UrlRecord(fp, seed.with_lease(None), SCHEDULED, key, None, now)
@@ -954,7 +963,8 @@ class CoreFrontier(FrontierCore):
                 self._place(crawl, q, now)
             return Lease(lease.token, expires)
 
-        return self.run_on(_write, token=seed.lease.token if seed.lease is not None else None)
+        token = seed.lease.token if seed.lease is not None else None
+        return self.run_on(_write, token=token, create=False)  # (refused: nothing created)
 
     def end_lease_of(self, fp: bytes) -> bool:
         """End whatever lease the URL ``fp`` has, whoever holds it, and queue it at the front:

@@ -5,7 +5,7 @@ is replaced, and it is scheduled again or finished for good, in the queue its ne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, cast
 
 from ..errors import CorruptRecord
@@ -29,7 +29,8 @@ def overwrite(core: CoreFrontier, items: Iterable[tuple[Seed, float | None]]) ->
     if not batch:
         return
     if core.storage.capabilities.partitions > 1:
-        _partitioned(core, batch)
+        for run in _unique_runs(batch):  # a URL named again: after its earlier overwrite
+            _partitioned(core, run)
     else:
         core.storage.run(lambda: _overwrite(core, batch))
 
@@ -75,6 +76,22 @@ def _overwrite(core: CoreFrontier, batch: list[tuple[Seed, float | None]],
             core.unit(crawl).schedule(q, url, at, REVISIT)
     for q in queues.values():
         core.unit(crawl).place(q, now)
+
+
+def _unique_runs(
+    batch: list[tuple[Seed, float | None]],
+) -> Iterator[list[tuple[Seed, float | None]]]:
+    """The batch in runs that name each URL once, in order."""
+    run: list[tuple[Seed, float | None]] = []
+    named: set[bytes] = set()
+    for item in batch:
+        fp = item[0].fingerprint
+        if fp in named:
+            yield run
+            run, named = [], set()
+        run.append(item)
+        named.add(fp)
+    yield run
 
 
 def _partitioned(core: CoreFrontier, batch: list[tuple[Seed, float | None]]) -> None:

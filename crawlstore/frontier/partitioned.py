@@ -132,7 +132,9 @@ def pop_many(
     now = core._clock()
     if only is not None:
         partitions = [storage.partition_of(crawl, only)]
+        _reap(core, crawl, now, partitions)
     else:
+        _reap(core, crawl, now, storage.partitions(crawl))
         partitions = storage.due_partitions(crawl, now)
     out: list[Ready] = []
     served: set[str] = set()
@@ -143,9 +145,6 @@ def pop_many(
             crawl = core.existing_crawl()
             if crawl is None:
                 return []
-            if now >= core._next_reaps.get(p, -math.inf) and storage.capabilities.local_holders:
-                core._next_reaps[p] = now + core.reap_interval  # (each partition's on its own)
-                core._reap(crawl, now)
             return core._pop(crawl, now, room, per_queue, left, only, lease_time, max_in_flight,
                              holder, served, reap=False)  # fmt: skip
 
@@ -153,6 +152,25 @@ def pop_many(
         if len(out) >= limit or (queues is not None and len(served) >= queues):
             break
     return out
+
+
+def _reap(core: CoreFrontier, crawl: CrawlRecord, now: float, partitions: list[int]) -> None:
+    """End the leases of holders known dead (``local_holders``), in each of these partitions
+    whose turn has come, due or not: a partition whose only work is held by a dead process is
+    not due until the leases expire."""
+    storage = _storage(core)
+    if not storage.capabilities.local_holders:
+        return
+    turns = [p for p in partitions if now >= core._next_reaps.get(p, -math.inf)]
+    for p in turns:
+        core._next_reaps[p] = now + core.reap_interval
+
+    def reap() -> None:
+        crawl = core.existing_crawl()
+        if crawl is not None:
+            core._reap(crawl, now)
+
+    storage.run_each([(p, reap) for p in turns])
 
 
 def pop(core: CoreFrontier) -> Pop:
@@ -170,7 +188,10 @@ def pop(core: CoreFrontier) -> Pop:
 def report_many(core: CoreFrontier, todo: list[SeedReport]) -> None:
     """(The core's ``_report_unit`` reads the crawl for write: it exists, so nothing spans.)"""
     storage = _storage(core)
-    crawl = _settled(core)
+    crawl = storage.crawl(core.name)
+    if crawl is None or not crawl.settled:  # no lease to report: refused, nothing created
+        storage.run(lambda: core._report_unit(todo))  # (none to report: the crawl is made)
+        return
     groups: dict[int, list[SeedReport]] = {}
     tokens = set()
     for report in todo:

@@ -586,9 +586,9 @@ class Partitioned(Storage, Protocol):
     - a call that names a queue, a lease or a URL of another partition raises
       ``PartitionError``; so does a write to a partition's data from a unit over every
       partition outside ``run_in`` (a ``run_in`` inside ``run`` is confined to its partition);
-    - ``url`` and ``find_urls`` read ``p``'s records (where a URL's record is, its claim says:
-      ``claim_queues``); the walks (``due_queues``, ``next_event``, ``leases``, ``urls``) see
-      ``p`` only;
+    - ``url`` and ``find_urls`` read ``p``'s records, even of a URL claimed by a queue of
+      another partition (where a URL's record is, its claim says: ``claim_queues``); the
+      walks (``due_queues``, ``next_event``, ``leases``, ``urls``) see ``p`` only;
     - ``totals`` are the crawl's (every partition's, summed); ``add_totals`` adds to ``p``'s;
     - ``next_seq`` is unique in ``p``, not in the crawl, so that no unit writes a key every
       unit writes: the order of two queues of two partitions due at one time is theirs;
@@ -619,8 +619,9 @@ class Partitioned(Storage, Protocol):
                      keys: Sequence[str]) -> list[str]:  # fmt: skip
         """The queue each URL belongs to: the one it was first given (``keys``: this push's
         choice for each), claimed at once, each URL on its own; the first of two claims of one
-        URL wins. A claim outlives a unit that fails after it; it only says where the URL's
-        record is looked for."""
+        URL wins. A claim outlives a unit that fails after it (a claim without a record): it
+        says where the URL's record is looked for, and where the URL goes when it comes
+        again."""
 
     def claimed(self, crawl: CrawlRecord, fps: Sequence[bytes]) -> list[str | None]:
         """The queue that claims each URL (None: none does)."""

@@ -62,6 +62,7 @@ class _Crawl:
         #: Each partition's next event as its last unit left it: the hints of
         #: ``due_partitions``, read without waiting for a partition's lock.
         self.events: list[float | None] = [-math.inf for _ in parts]
+        self.stamps = [0 for _ in parts]  # the stamp each hint was read with
         self.views = ViewsOf()
 
 
@@ -96,6 +97,7 @@ class PartitionedMemoryStorage:
         self._crawls: dict[str, _Crawl] = {}
         self._side = threading.Lock()  # totals and claims: held for one operation
         self._turn = itertools.count()
+        self._stamps = itertools.count(1)
         self._created = time.time()
 
     def __repr__(self) -> str:
@@ -139,26 +141,37 @@ class PartitionedMemoryStorage:
             raise PartitionError(f"a unit on partition {held} cannot open a unit on "
                                  f"{'every partition' if scope == _ALL else scope}")  # fmt: skip
         parts = self._parts if scope == _ALL else [self._parts[scope]]
-        with contextlib.ExitStack() as stack:
-            for part in parts:  # always in partition order: no two units wait on each other
-                stack.enter_context(part.write())
-            # a unit on one partition inside one over all is on it; inside a dry run, dry
-            token = self._scope.set(_DRY if held == _DRY else scope)
-            try:
-                yield
-            finally:
-                self._scope.reset(token)
-        # (after a unit nested in another one too: a pop in the outer one reads the hints)
-        self._hint(range(len(self._parts)) if scope == _ALL else [scope])
+        try:
+            with contextlib.ExitStack() as stack:
+                for part in parts:  # always in partition order: no two units wait on each other
+                    stack.enter_context(part.write())
+                # a unit on one partition inside one over all is on it; inside a dry run, dry
+                token = self._scope.set(_DRY if held == _DRY else scope)
+                try:
+                    yield
+                finally:
+                    self._scope.reset(token)
+        finally:  # committed or rolled back: the hints say what the partitions now hold
+            # (after a unit nested in another one too: a pop in the outer one reads them; the
+            # outer one's end reads them again, rolled back or not)
+            self._hint(range(len(self._parts)) if scope == _ALL else [scope])
 
     def _hint(self, partitions: Sequence[int]) -> None:
+        """Read each partition's next event per crawl under its lock, with a stamp drawn
+        there: of two threads hinting one partition, the later reading wins, whichever
+        stores first."""
         for p in partitions:
             part = self._parts[p]
-            for data in list(self._crawls.values()):
-                record = data.parts[p]
-                at = part.view(lambda: part.next_event(record))  # noqa: B023 (called at once)
-                with self._side:
-                    data.events[p] = at
+
+            def read(p: int = p, part: MemoryStorage = part) -> tuple[int, list[Any]]:
+                crawls = list(self._crawls.values())
+                return next(self._stamps), [(d, part.next_event(d.parts[p])) for d in crawls]
+
+            stamp, found = part.view(read)
+            with self._side:
+                for data, at in found:
+                    if stamp > data.stamps[p]:
+                        data.stamps[p], data.events[p] = stamp, at
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
         return self._enter(_ALL)
@@ -298,7 +311,11 @@ class PartitionedMemoryStorage:
             data = self._crawls[crawl.name] = _Crawl(parts)
             self._undo(lambda: self._crawls.pop(crawl.name, None))
         for part, record in zip(self._parts, data.parts, strict=True):
-            record.policy, record.settled = crawl.policy, crawl.settled
+            record.policy, record.settled, record.created = (
+                crawl.policy,
+                crawl.settled,
+                crawl.created,
+            )
             part.save_crawl(record)
         crawl.ref = data
 

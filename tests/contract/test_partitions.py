@@ -3,13 +3,15 @@ a unit on one partition may reach, and what a batch over several partitions prom
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
 
-from crawlstore import Done, ManualClock, Seed
+from crawlstore import Done, InMemFrontier, Lease, ManualClock, Seed
 from crawlstore.errors import NotInFlight, PartitionError
 from crawlstore.frontier.core import CoreFrontier
+from crawlstore.frontier.spi import CrawlRecord
 from crawlstore.storages._partitioned import PartitionedMemoryStorage
 
 HOSTS = [f"h{i}.test" for i in range(5)]  # in partitions 0, 1, 3, 2, 2 of 4
@@ -168,3 +170,83 @@ def test_a_move_cut_between_its_two_units_leaves_the_url_in_both_queues(
     monkeypatch.undo()
     f.overwrite_many([(page(0, 0, queue="b"), clock() + 5)])  # done again, whole this time
     assert {q.key: (q.queued, q.scheduled) for q in f.queues()} == {"a": (1, 0), "b": (0, 1)}
+
+
+def test_a_url_overwritten_twice_in_one_batch_ends_where_the_second_puts_it(
+    storage: PartitionedMemoryStorage,
+) -> None:
+    """As one partition gives it: the overwrites in order, one record at the end."""
+    seeds = [page(0, 0, queue=key) for key in ("a", "b", "c")]  # partitions 3, 1, 2
+    outcomes = []
+    for f in (frontier(storage, queues="meta"), InMemFrontier("fifo", clock=ManualClock(),
+                                                              queues="meta", delay=0)):  # fmt: skip
+        f.push(seeds[0])
+        f.overwrite_many([(seeds[1], None), (seeds[2], 5.0), (seeds[1], 7.0)])
+        stats = f.stats()
+        outcomes.append(({q.key: (q.queued, q.scheduled) for q in f.queues()}, stats.done,
+                         stats.scheduled, f.url(seeds[0].url).queue))  # fmt: skip
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][3] == "b"
+
+
+def test_a_rolled_back_pop_leaves_its_seed_ready_for_the_next(
+    storage: PartitionedMemoryStorage,
+) -> None:
+    """The partitions' hints are read again after a unit rolls back, not only after one
+    commits: a pop taken back leaves the seed where the next pop finds it."""
+    f = frontier(storage)
+    f.push(page(1, 0))
+    with pytest.raises(KeyboardInterrupt), f.transaction():
+        assert f.pop_many(1)
+        raise KeyboardInterrupt
+    assert [r.seed.url for r in f.pop_many(5)] == [page(1, 0).url]
+
+
+def test_a_claim_left_by_a_rolled_back_push_places_a_later_schedule(
+    storage: PartitionedMemoryStorage,
+) -> None:
+    """A claim is made outside units and outlives one rolled back: the URL's later writes
+    go to the queue claimed (first claim wins), never across partitions."""
+    f = frontier(storage, queues="meta")
+    with pytest.raises(KeyboardInterrupt), f.transaction():
+        f.push(page(0, 0, queue="a"))  # claims "a"
+        raise KeyboardInterrupt
+    assert f.stats().admitted == 0
+    f.schedule(page(0, 0, queue="b"), f.clock() + 5)
+    assert f.url(page(0, 0).url).queue == "a"
+    assert f.stats().scheduled == 1
+
+
+def test_a_pop_reaps_a_dead_holders_leases_in_a_partition_that_is_not_due(
+    storage: PartitionedMemoryStorage,
+) -> None:
+    dead = frontier(storage)
+    dead._owner = (os.getpid(), dead._owner[1] + 1)  # this pid, another start: a reused pid
+    dead.push(page(1, 0))
+    assert dead.pop_many(1, lease_time=1000)
+    alive = frontier(storage)  # the partition's next event is the lease's expiry, far ahead
+    assert [r.seed.url for r in alive.pop_many(5)] == [page(1, 0).url]
+
+
+def test_saving_a_crawl_record_again_keeps_its_created_time(
+    storage: PartitionedMemoryStorage,
+) -> None:
+    """(An import writes the created time of the crawl it loads over the one made for it.)"""
+    f = frontier(storage)
+    f.push(page(0, 0))
+    crawl = storage.crawl("c")
+    assert crawl is not None
+    storage.run(lambda: storage.save_crawl(CrawlRecord("c", crawl.policy, 123.0)))
+    assert storage.crawl("c").created == 123.0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("refused", ["report", "extend_lease"])
+def test_a_refused_write_on_a_crawl_that_does_not_exist_creates_nothing(
+    storage: PartitionedMemoryStorage, refused: str
+) -> None:
+    f = CoreFrontier(storage, crawl="c", clock=ManualClock())  # no policy: nothing made yet
+    assert storage.crawls() == []
+    seed = page(0, 0).with_lease(Lease(bytes(13), 10.0))
+    with pytest.raises(NotInFlight):
+        f.report(Done(seed)) if refused == "report" else f.extend_lease(seed)
+    assert storage.crawls() == []
