@@ -38,10 +38,15 @@ SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 _NS = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: The function library crawlstore loads, and the version its calls need.
 _SOURCE = resources.files(__package__).joinpath("library.lua").read_text()
-#: The library's major version (its calls' contract) and a digest of its text: a node holding
-#: any other text of the same major version gets this one.
+#: The library's major version (its calls' contract), its minor version (functions added,
+#: the others unchanged: 1, ``cs_commit_v``) and a digest of its text. A node holding a newer
+#: major version refuses this crawlstore; one holding a newer minor version of the same major
+#: keeps it (it has every function this one calls); one holding any other text gets this one.
 LIBRARY_MAJOR = 2
-LIBRARY_VERSION = f"{LIBRARY_MAJOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
+LIBRARY_MINOR = 1
+LIBRARY_VERSION = (
+    f"{LIBRARY_MAJOR}.{LIBRARY_MINOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
+)
 LIBRARY = _SOURCE.replace("@VERSION@", LIBRARY_VERSION.decode())
 
 
@@ -173,11 +178,17 @@ class Server:
             if "not found" not in str(exc).lower() and "unknown" not in str(exc).lower():
                 raise
             found = None
-        if found is not None and int(found.split(b".")[0]) > LIBRARY_MAJOR:
-            raise StoreError(
-                f"the Redis node has crawlstore functions version {found!r}, newer than this "
-                f"crawlstore's {LIBRARY_VERSION!r}: upgrade crawlstore"
-            )
+        if found is not None:
+            parts = found.split(b".")
+            major = int(parts[0])
+            minor = int(parts[1]) if len(parts) > 2 else 0  # before minors: major.digest
+            if major > LIBRARY_MAJOR:
+                raise StoreError(
+                    f"the Redis node has crawlstore functions version {found!r}, newer than "
+                    f"this crawlstore's {LIBRARY_VERSION!r}: upgrade crawlstore"
+                )
+            if major == LIBRARY_MAJOR and minor > LIBRARY_MINOR:
+                return  # a newer crawlstore's functions, a superset of these
         if found != LIBRARY_VERSION:
             node.function_load(LIBRARY, replace=True)
 
