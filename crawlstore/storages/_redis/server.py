@@ -302,7 +302,8 @@ class Server:
         if not isinstance(reply, Exception):
             return reply
         if _resend(reply):
-            self.disturbed += 1
+            if not isinstance(reply, redis.exceptions.AskError):  # (a slot moved loses nothing)
+                self.disturbed += 1
             try:
                 return self.fcall(*call)
             except StoreError as exc:
