@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,7 +21,15 @@ from redis_servers import NO_SERVER, Cluster, Node, have_server
 
 from crawlstore.errors import StoreError
 from crawlstore.storages._redis.bucket import BucketUnit, Conflict, commit_many, hash_tag
-from crawlstore.storages._redis.server import Address, Server, key_slot
+from crawlstore.storages._redis.server import (
+    LIBRARY,
+    LIBRARY_MAJOR,
+    LIBRARY_MINOR,
+    LIBRARY_VERSION,
+    Address,
+    Server,
+    key_slot,
+)
 from crawlstore.storages._redis.unit import Cache
 
 pytestmark = pytest.mark.skipif(not have_server(), reason=f"{NO_SERVER}: Redis tests skipped")
@@ -204,6 +213,47 @@ def test_after_a_conflict_a_retry_reads_anew_and_commits(server: Server, sends: 
     assert sends.during(lambda: unit(server, cache, tag)) == 0  # it knows the version found
     assert sends.during(increment) == 2  # a read, the commit
     assert raw(server, ("HGET", tag + b":h", b"n")) == b"11"
+
+
+def test_units_of_several_clients_lose_no_update(url: str) -> None:
+    """Four clients, each with its cache, increment a counter and add a member at each step,
+    running each unit again after a Conflict: every increment is kept."""
+    tag = new_bucket()
+    steps, clients = 40, 4
+    errors: list[BaseException] = []
+
+    def client(me: int) -> None:
+        server = Server(Address.parse(url))
+        cache = Cache()
+        try:
+            for step in range(steps):
+                while True:
+                    try:
+                        u = unit(server, cache, tag)
+                        n = int(u.hget(tag + b":h", b"n") or b"0")
+                        u.hset(tag + b":h", b"n", b"%d" % (n + 1))
+                        u.zadd(tag + b":z", b"%d:%d" % (me, step))
+                        u.commit()
+                        break
+                    except Conflict:
+                        continue  # run again, on what the bucket holds now
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            server.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    server = Server(Address.parse(url))
+    try:
+        assert raw(server, ("HGET", tag + b":h", b"n")) == b"%d" % (steps * clients)
+        assert raw(server, ("ZCARD", tag + b":z")) == steps * clients
+    finally:
+        server.close()
 
 
 def test_a_read_that_finds_a_newer_version_conflicts_at_once(server: Server) -> None:
@@ -563,3 +613,25 @@ def test_strict_mode_on_a_server_without_replicas_says_so(redis_node: Node) -> N
         assert cache.size() == 0  # on the master only: not trusted
     finally:
         server.close()
+
+
+# -- the function library's version --------------------------------------------------------------
+
+
+def test_a_library_of_a_newer_minor_version_is_kept_an_older_replaced(redis_node: Node) -> None:
+    """A newer crawlstore's functions of the same major version have every function this one
+    calls: they stay. Those of an older minor version (before minors: major.digest) lack
+    ``cs_commit_v``: they are replaced."""
+    client = redis_node.client()
+    url = f"redis://127.0.0.1:{redis_node.port}/0?ns=bu"
+    newer = f"{LIBRARY_MAJOR}.{LIBRARY_MINOR + 1}.0123456789ab"
+    try:
+        client.function_load(LIBRARY.replace(LIBRARY_VERSION.decode(), newer), replace=True)
+        Server(Address.parse(url)).close()
+        assert client.fcall_ro("cs_version", 0) == newer.encode()
+        older = f"{LIBRARY_MAJOR}.0123456789ab"
+        client.function_load(LIBRARY.replace(LIBRARY_VERSION.decode(), older), replace=True)
+        Server(Address.parse(url)).close()
+        assert client.fcall_ro("cs_version", 0) == LIBRARY_VERSION
+    finally:
+        client.function_load(LIBRARY, replace=True)
