@@ -13,7 +13,7 @@
 -- paused past its lock's ttl, whose journal the next holder applied, cannot write its stale
 -- values over what later units wrote, however long it was paused.
 
-local VERSION = '@VERSION@'  -- major.digest, filled in by crawlstore/redis/server.py
+local VERSION = '@VERSION@'  -- major.minor.digest, filled in by server.py
 
 local function version()
   return VERSION
@@ -144,11 +144,30 @@ local function release(keys, args)
   return epoch
 end
 
+-- A bucket's optimistic commit (``bucket.py``): a bucket (one hash tag, one slot) keeps a
+-- version, a value never used twice, set by each commit; a unit reads under a version and
+-- commits only if the bucket is still at it. KEYS: the version key, then data keys of its
+-- hash tag. ARGV: the version read ('' when the key did not exist; '*' for a unit that read
+-- nothing, whose writes hold whatever the version), the new version, then the writes (as
+-- ``apply_ops`` takes them, naming data keys by their index in KEYS).
+-- {1} when written; {0, the version found ('' when absent)} when it moved: nothing written.
+local function commit_v(keys, args)
+  local found = redis.call('GET', keys[1]) or ''
+  if args[1] ~= '*' and found ~= args[1] then
+    return {0, found}
+  end
+  local err = apply_ops(keys, args, 3)
+  if err then return err end
+  redis.call('SET', keys[1], args[2])
+  return {1}
+end
+
 redis.register_function{function_name='cs_version', callback=version, flags={'no-writes'}}
 -- Taking, extending and releasing the lock work on a full node, so that reads and releases do.
 redis.register_function{function_name='cs_acquire', callback=acquire, flags={'allow-oom'}}
 redis.register_function('cs_apply', apply)
 redis.register_function('cs_commit', commit)
 redis.register_function('cs_journal', journal)
+redis.register_function('cs_commit_v', commit_v)
 redis.register_function{function_name='cs_extend', callback=extend, flags={'allow-oom'}}
 redis.register_function{function_name='cs_release', callback=release, flags={'allow-oom'}}

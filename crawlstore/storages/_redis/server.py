@@ -1,5 +1,6 @@
 """The connection to a Redis server or a Redis Cluster: the address, the checks made on open,
-the function library, and sending one commit's writes slot by slot.
+the function library, and sending function calls that may go to several nodes in one round
+trip per node (``send``), one commit's writes slot by slot among them.
 
 Every key crawlstore writes carries a hash tag: the store's own ``{ns}``, a crawl's ``{ns:c}``
 or one of a crawl's buckets ``{ns:c:b}``, so that each function call touches one slot.
@@ -31,17 +32,24 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the extra is missing
         f"a store on Redis needs redis-py: {install_hint('redis')}", name=exc.name
     ) from None
 
-__all__ = ["Address", "Server", "key_slot"]
+__all__ = ["Address", "Call", "Server", "key_slot"]
 
 _T = TypeVar("_T")
+#: A function call: the function's name, its keys (of one slot), its arguments.
+Call = tuple[str, list[bytes], list[Any]]
 SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 _NS = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: The function library crawlstore loads, and the version its calls need.
 _SOURCE = resources.files(__package__).joinpath("library.lua").read_text()
-#: The library's major version (its calls' contract) and a digest of its text: a node holding
-#: any other text of the same major version gets this one.
+#: The library's major version (its calls' contract), its minor version (functions added,
+#: the others unchanged: 1, ``cs_commit_v``) and a digest of its text. A node holding a newer
+#: major version refuses this crawlstore; one holding a newer minor version of the same major
+#: keeps it (it has every function this one calls); one holding any other text gets this one.
 LIBRARY_MAJOR = 2
-LIBRARY_VERSION = f"{LIBRARY_MAJOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
+LIBRARY_MINOR = 1
+LIBRARY_VERSION = (
+    f"{LIBRARY_MAJOR}.{LIBRARY_MINOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
+)
 LIBRARY = _SOURCE.replace("@VERSION@", LIBRARY_VERSION.decode())
 
 
@@ -104,6 +112,20 @@ def _fenced(keys: list[bytes], args: list[Any], fence: int) -> tuple[list[bytes]
 def _full(exc: object) -> bool:
     """Whether a reply is a node's refusal for lack of memory (redis-py strips the ``OOM``)."""
     return isinstance(exc, redis.exceptions.OutOfMemoryError) or str(exc).startswith("OOM")
+
+
+def _resend(exc: object) -> bool:
+    """Whether a call answered ``exc`` in a pipeline did not run and is to be sent again alone
+    (through ``Server.call``): its slot moved or is moving (MOVED, ASK, TRYAGAIN), the cluster
+    is down for a failover (CLUSTERDOWN), or the node lacks the function library."""
+    if isinstance(exc, (redis.exceptions.AskError, redis.exceptions.TryAgainError,
+                        redis.exceptions.ClusterError)):  # fmt: skip
+        return True
+    return isinstance(exc, redis.ResponseError) and "function not found" in str(exc).lower()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _error(address: Address, exc: Exception) -> StoreError:
@@ -173,11 +195,17 @@ class Server:
             if "not found" not in str(exc).lower() and "unknown" not in str(exc).lower():
                 raise
             found = None
-        if found is not None and int(found.split(b".")[0]) > LIBRARY_MAJOR:
-            raise StoreError(
-                f"the Redis node has crawlstore functions version {found!r}, newer than this "
-                f"crawlstore's {LIBRARY_VERSION!r}: upgrade crawlstore"
-            )
+        if found is not None:
+            parts = found.split(b".")
+            major = int(parts[0])
+            minor = int(parts[1]) if len(parts) > 2 else 0  # before minors: major.digest
+            if major > LIBRARY_MAJOR:
+                raise StoreError(
+                    f"the Redis node has crawlstore functions version {found!r}, newer than "
+                    f"this crawlstore's {LIBRARY_VERSION!r}: upgrade crawlstore"
+                )
+            if major == LIBRARY_MAJOR and minor > LIBRARY_MINOR:
+                return  # a newer crawlstore's functions, a superset of these
         if found != LIBRARY_VERSION:
             node.function_load(LIBRARY, replace=True)
 
@@ -202,14 +230,11 @@ class Server:
                 self.disturbed += 1
                 time.sleep(0.05)
             except redis.ResponseError as exc:
-                text = str(exc)
-                if "Function not found" in text or "function not found" in text.lower():
+                if "function not found" in str(exc).lower():
                     for node in self.masters():
                         self._load_library(node)
                     continue
-                if text.startswith(("CSLOCK", "CSFENCE")):
-                    raise StoreError(f"{self.address}: {text.split(' ', 1)[1]}") from None
-                raise _error(self.address, exc) from None
+                raise self._refusal(exc) from None
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 if not self.address.cluster or time.monotonic() >= deadline:
                     raise _error(self.address, exc) from None
@@ -221,8 +246,89 @@ class Server:
             except redis.RedisError as exc:
                 raise _error(self.address, exc) from None
 
+    def _refusal(self, exc: redis.ResponseError) -> StoreError:
+        """A call's refusal as crawlstore's error: crawlstore's own (``CSLOCK``, ``CSFENCE``)
+        by its text."""
+        text = str(exc)
+        if text.startswith(("CSLOCK", "CSFENCE")):
+            return StoreError(f"{self.address}: {text.split(' ', 1)[1]}")
+        return _error(self.address, exc)
+
     def fcall(self, name: str, keys: list[bytes], args: list[Any]) -> Any:
         return self.call(lambda: self.client.fcall(name, len(keys), *keys, *args))
+
+    def send(self, calls: list[Call], *, between: Callable[[], object] = _nothing,
+             raise_on_error: bool = True) -> list[Any]:  # fmt: skip
+        """Send function calls (each on the keys of one slot) in one pipeline per node, node
+        after node, ``between()`` called between two nodes' pipelines; their replies, in
+        order. A call refused because its slot moved or is moving, the cluster failing over,
+        or its node gone or without the function library, is sent again alone, and waited
+        for as ``call`` does. A call that fails otherwise raises crawlstore's error at once
+        (the nodes after it get nothing), or, without ``raise_on_error``, is answered with
+        that error, and the other calls are sent.
+
+        A reply lost with a connection to a cluster's node leaves unknown whether its call
+        ran: it is sent again, so calls here are ones that may run twice (``cs_apply``'s
+        whole values; ``cs_commit_v``, whose second run finds the version its first set).
+        """
+        replies: list[Any] = [None] * len(calls)
+        groups: list[tuple[Any, list[int]]] = []
+        alone: list[int] = []
+        if not self.address.cluster:
+            groups.append((self.client, list(range(len(calls)))))
+        else:
+            by_node: dict[str, tuple[Any, list[int]]] = {}
+            for i, (_, keys, _) in enumerate(calls):
+                try:
+                    node = self.client.nodes_manager.get_node_from_slot(key_slot(keys[0]))
+                except (IndexError, redis.RedisError):  # no keys, or a slot nobody serves yet
+                    alone.append(i)
+                    continue
+                by_node.setdefault(node.name, (node.redis_connection, []))[1].append(i)
+            groups.extend(by_node.values())
+        for n, (client, indexes) in enumerate(groups):
+            if n:
+                between()
+            got = self._pipeline(client, [calls[i] for i in indexes])
+            for i, reply in zip(indexes, got, strict=True):
+                replies[i] = self._settle(calls[i], reply, raise_on_error)
+        for i in alone:
+            replies[i] = self._settle(calls[i], redis.exceptions.TryAgainError(), raise_on_error)
+        return replies
+
+    def _settle(self, call: Call, reply: Any, raise_on_error: bool) -> Any:
+        """A call's reply in a pipeline: the call sent again alone when it was refused for
+        being sent there and then; a failure as crawlstore's error, raised or returned."""
+        if not isinstance(reply, Exception):
+            return reply
+        if _resend(reply):
+            if not isinstance(reply, redis.exceptions.AskError):  # (a slot moved loses nothing)
+                self.disturbed += 1
+            try:
+                return self.fcall(*call)
+            except StoreError as exc:
+                reply = exc
+        elif isinstance(reply, redis.ResponseError):
+            reply = self._refusal(reply)
+        elif not isinstance(reply, StoreError):
+            reply = _error(self.address, reply)
+        if raise_on_error:
+            raise reply
+        return reply
+
+    def _pipeline(self, client: Any, calls: list[Call]) -> list[Any]:
+        """One round trip to one node: its replies, a refusal as its exception."""
+        pipe = client.pipeline(transaction=False)
+        for name, keys, args in calls:
+            pipe.fcall(name, len(keys), *keys, *args)
+        try:
+            return list(pipe.execute(raise_on_error=False))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if self.address.cluster:  # the node failed: each call is routed again alone
+                return [redis.exceptions.TryAgainError(str(exc))] * len(calls)
+            return [_error(self.address, exc)] * len(calls)
+        except redis.RedisError as exc:
+            return [_error(self.address, exc)] * len(calls)
 
     def read(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         """Send read commands in one pipeline; their replies."""
@@ -240,36 +346,13 @@ class Server:
     def apply(self, groups: list[tuple[list[bytes], list[Any]]], fence: int,
               between: Callable[[], object] = lambda: None) -> set[Any]:  # fmt: skip
         """Write each group (keys of one slot, their writes) with ``cs_apply``, fenced by
-        ``fence`` (see ``library.lua``): one pipeline per node, ``between()`` called between
-        two nodes' pipelines; the nodes written to."""
-        calls = [_fenced(keys, args, fence) for keys, args in groups]
+        ``fence`` (see ``library.lua``), with ``send``: one pipeline per node, ``between()``
+        called between two nodes' pipelines; the nodes written to."""
+        calls: list[Call] = [("cs_apply", *_fenced(keys, args, fence)) for keys, args in groups]
+        self.send(calls, between=between)  # a later unit's fence: refused, StoreError
         if not self.address.cluster:
-            for keys, args in calls:
-                self.fcall("cs_apply", keys, args)
             return {self.client}
-        by_node: dict[str, tuple[Any, list[tuple[list[bytes], list[Any]]]]] = {}
-        for call in calls:
-            node = self.client.nodes_manager.get_node_from_slot(key_slot(call[0][0]))
-            by_node.setdefault(node.name, (node, []))[1].append(call)
-        written = set()
-        for n, (node, node_calls) in enumerate(by_node.values()):
-            if n:
-                between()
-            written.add(node.name)
-            pipe = node.redis_connection.pipeline(transaction=False)
-            for keys, args in node_calls:
-                pipe.fcall("cs_apply", len(keys), *keys, *args)
-            try:
-                replies = pipe.execute(raise_on_error=False)
-            except (redis.ConnectionError, redis.TimeoutError):
-                replies = [None] * len(node_calls)  # the node failed: route each again
-            for (keys, args), reply in zip(node_calls, replies, strict=True):
-                if isinstance(reply, Exception) or reply is None:
-                    if isinstance(reply, Exception) and _full(reply):
-                        raise _error(self.address, reply)
-                    # moved, a node failing over, no library; a later unit's fence: refused
-                    self.fcall("cs_apply", keys, args)
-        return written
+        return {self.node_of(keys[0]) for _, keys, _ in calls}
 
     def node_of(self, key: bytes) -> Any:
         """The name of the master serving ``key`` (on a cluster)."""

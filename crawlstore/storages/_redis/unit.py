@@ -1,5 +1,10 @@
 """Write units on Redis: the store lock, reads through a cache, writes kept until the commit.
 
+``CachedUnit`` is what every unit does whatever keeps units apart: it reads through the
+process's cache, keeps its writes until the commit (the last one of each field or member),
+and can go back to a snapshot of them. ``Unit`` keeps units apart with the store lock;
+``bucket.py``'s ``BucketUnit`` with a compare-and-set on a bucket's version.
+
 A unit takes the store's lock (``cs_acquire``: a key with a token and a ttl), reads what it
 needs, and keeps its writes; the commit sends them all at once. On one server that is one
 function call (``cs_commit``), which checks the lock, writes, and sets the store's epoch. On a
@@ -34,7 +39,7 @@ from .keys import (
 )
 from .server import Server, key_slot
 
-__all__ = ["Cache", "Unit"]
+__all__ = ["Cache", "CachedUnit", "Unit"]
 
 #: A write: its key, then its opcode and operands.
 Write = tuple[bytes, tuple[Any, ...]]
@@ -50,6 +55,8 @@ class Cache:
     hashes, whole sorted sets."""
 
     def __init__(self) -> None:
+        #: The store's epoch (``Unit``), or the bucket's version (``BucketUnit``), what is
+        #: cached was read at or after (None: not known).
         self.epoch: bytes | None = None
         #: The server's ``disturbed`` count it was read at.
         self.disturbed = 0
@@ -74,21 +81,17 @@ class Cache:
         return len(self.fields) + len(self.zsets) + len(self.members)
 
 
-class Unit:
-    """One write unit (or read) over the store's keys; ``commit`` or ``abort`` ends it."""
+#: A unit's saved writes (``CachedUnit.snapshot``).
+Saved = tuple[dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]], set[bytes]]
 
-    def __init__(self, server: Server, cache: Cache, store_tag: bytes) -> None:
+
+class CachedUnit:
+    """What a unit does however it is kept apart from the others: reads through ``cache``,
+    writes kept until the commit, snapshots of them. A subclass begins, commits and aborts."""
+
+    def __init__(self, server: Server, cache: Cache) -> None:
         self.server = server
         self.cache = cache
-        self._lock = store_tag + LOCK
-        self._epoch = store_tag + EPOCH
-        self._journal = store_tag + JOURNAL
-        self._fences = store_tag + FENCES
-        #: What taking and releasing the lock touch.
-        self._keys = [self._lock, self._epoch, self._journal]
-        #: The fence drawn with the lock: it only grows, and a slot refuses writes older than
-        #: the newest it applied (``library.lua``).
-        self.fence = 0
         #: The unit's writes by key, the last one of each field or member (a unit writes a
         #: queue's record and the totals many times over), and the keys it deleted first.
         self.writes: dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]] = {}
@@ -96,102 +99,30 @@ class Unit:
         #: Changes to sorted sets not held whole: members added and removed in this unit.
         self._added: dict[bytes, set[bytes]] = {}
         self._removed: dict[bytes, set[bytes]] = {}
-        self.token = os.urandom(8).hex() + str(os.getpid())
-        self._ttl_ms = max(100, int(server.address.lock_ttl * 1000))
-        self.started = 0.0
-
-    # -- the lock -------------------------------------------------------------------------------
 
     def read(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Send reads; a unit that has run for a third of the lock's ttl extends it first."""
-        if time.monotonic() - self.started > self.server.address.lock_ttl / 3:
-            self.server.fcall("cs_extend", [self._lock], [self.token, self._ttl_ms])
-            self.started = time.monotonic()
+        """Send reads (each names its key first) in one round trip; their replies."""
         return self.server.read(commands)
 
-    def begin(self) -> None:
-        ttl = self.server.address.lock_ttl
-        deadline = time.monotonic() + 3 * ttl + 5
-        pause = 0.0002
-        while True:
-            reply = self.server.fcall("cs_acquire", [*self._keys, self._fences],
-                                      [self.token, self._ttl_ms])  # fmt: skip
-            if reply[0] == 1:
-                break
-            if time.monotonic() > deadline:
-                raise StoreError(
-                    f"{self.server.address}: the store lock stayed taken for {3 * ttl + 5:.0f} s"
-                )
-            time.sleep(min(pause, max(0.0001, reply[1] / 1000)))
-            pause = min(pause * 2, 0.01)
-        self.started = time.monotonic()
-        epoch, self.fence = reply[1], int(reply[2])
-        journal = reply[3] if len(reply) > 3 else None
-        if journal:  # a commit left half done (its process died, or paused): finish it first
-            try:  # under this unit's fence: the late writes of the paused one are refused
-                self._apply([(list(k), list(a)) for k, a in msgpack.unpackb(journal)])
-                epoch = self.server.fcall("cs_release", self._keys, [self.token, 1, 1])
-            except BaseException:
-                self.abort()  # the journal stays for the next unit
-                raise
+    def _writing(self, key: bytes) -> None:
+        """Called before each write to ``key``: a subclass refuses the keys it cannot commit."""
+
+    def _settle_cache(self) -> None:
+        """At the unit's beginning: sorted sets kept whole that grew large are read from the
+        server from now on."""
         cache = self.cache
-        if (cache.epoch != epoch or cache.size() > CACHE_LIMIT
-                or cache.disturbed != self.server.disturbed):  # fmt: skip
-            cache.clear()
-            cache.epoch = epoch
-            cache.disturbed = self.server.disturbed
         for key in cache.grown:
-            if cache.zsets.pop(key, None) is not None:  # grew large: read from the server now
+            if cache.zsets.pop(key, None) is not None:
                 cache.big.add(key)
         cache.grown.clear()
 
-    def commit(self) -> None:
-        """Write the unit's changes and release the lock."""
-        keys = self._keys
-        if not self.writes:
-            self.server.fcall("cs_release", keys, [self.token, 0, 0])
-            return
-        try:
-            if self.server.address.cluster:
-                groups = self._groups()
-                self.server.fcall("cs_journal", [self._lock, self._journal],
-                                  [self.token, msgpack.packb(groups), self._ttl_ms])  # fmt: skip
-                points.reached(points.FIRST_WRITE)
-                self._apply(groups, between=lambda: points.reached(points.BETWEEN_SLOTS))
-                epoch = self.server.fcall("cs_release", keys, [self.token, 1, 0])
-            else:
-                data, args = self._flat(self._all_writes(), start=4)
-                epoch = self.server.fcall("cs_commit", [*keys, *data], [self.token, *args])
-                points.reached(points.FIRST_WRITE)
-                if self.server.address.strict:
-                    self.server.wait_replicas({None})
-        except BaseException:
-            self.cache.clear()
-            raise
-        self.cache.epoch = epoch
-        self._added.clear()
-        self._removed.clear()
-
-    def _apply(self, groups: list[tuple[list[bytes], list[Any]]],
-               between: Callable[[], object] = lambda: None) -> None:  # fmt: skip
-        """Write a commit slot by slot, as its journal says. In strict mode, only once a
-        replica has the journal (one lost with its master was never applied anywhere), and
-        until a replica of each master written to has the writes (before the release drops
-        the journal that covers them)."""
-        strict = self.server.address.strict
-        if strict:
-            self.server.wait_replicas({self.server.node_of(self._journal)})
-        written = self.server.apply(groups, self.fence, between)
-        if strict:
-            self.server.wait_replicas(written)
-
-    def abort(self) -> None:
-        """Drop the unit's changes (and what the cache learnt with them); release the lock."""
+    def _drop(self) -> None:
+        """Forget the unit's writes, and what the cache learnt with them."""
         self.cache.clear()
         self.writes.clear()
         self.deleted.clear()
-        with contextlib.suppress(StoreError):  # else it expires
-            self.server.fcall("cs_release", self._keys, [self.token, 0, 0])
+        self._added.clear()
+        self._removed.clear()
 
     def _all_writes(self) -> list[Write]:
         out: list[Write] = []
@@ -202,17 +133,17 @@ class Unit:
         return out
 
     def _write(self, key: bytes, target: tuple[int, Any], op: tuple[Any, ...]) -> None:
+        self._writing(key)
         writes = self.writes.get(key)
         if writes is None:
             writes = self.writes[key] = {}
         writes[target] = op
 
-    def snapshot(self) -> tuple[dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]], set[bytes]]:
+    def snapshot(self) -> Saved:
         """The unit's writes so far, for ``restore``."""
         return {k: dict(v) for k, v in self.writes.items()}, set(self.deleted)
 
-    def restore(self, saved: tuple[dict[bytes, dict[tuple[int, Any], tuple[Any, ...]]],
-                                   set[bytes]]) -> None:  # fmt: skip
+    def restore(self, saved: Saved) -> None:
         """Go back to the writes of ``snapshot``: what was written since is forgotten, by the
         cache too (it is read from the server again, under the unit's writes)."""
         writes, deleted = saved
@@ -258,12 +189,6 @@ class Unit:
             args.extend(op[1:])
         return keys, args
 
-    def _groups(self) -> list[tuple[list[bytes], list[Any]]]:
-        by_slot: dict[int, list[tuple[bytes, tuple[Any, ...]]]] = {}
-        for entry in self._all_writes():
-            by_slot.setdefault(key_slot(entry[0]), []).append(entry)
-        return [self._flat(ops, start=1) for ops in by_slot.values()]
-
     # -- hashes ---------------------------------------------------------------------------------
 
     def hget(self, key: bytes, field: bytes) -> bytes | None:
@@ -286,6 +211,7 @@ class Unit:
         return {f: v for f, v in cache.fields[key].items() if v is not None}
 
     def hset(self, key: bytes, field: bytes, value: bytes | None) -> None:
+        self._writing(key)
         self.cache.fields.setdefault(key, {})[field] = value
         writes = self.writes.get(key)
         if writes is None:
@@ -392,6 +318,7 @@ class Unit:
         return bits
 
     def setbits(self, key: bytes, positions: list[int]) -> None:
+        self._writing(key)
         writes = self.writes.setdefault(key, {})
         for i in range(0, len(positions), 500):  # a write's arguments are unpacked in Lua
             part = positions[i : i + 500]
@@ -404,6 +331,7 @@ class Unit:
 
     def delete(self, key: bytes) -> None:
         """Remove a whole key."""
+        self._writing(key)
         cache = self.cache
         cache.fields[key] = {}
         cache.whole.add(key)
@@ -414,6 +342,120 @@ class Unit:
         self._removed.pop(key, None)
         self.writes[key] = {}
         self.deleted.add(key)
+
+
+class Unit(CachedUnit):
+    """One write unit (or read) over the store's keys, under the store lock; ``commit`` or
+    ``abort`` ends it."""
+
+    def __init__(self, server: Server, cache: Cache, store_tag: bytes) -> None:
+        super().__init__(server, cache)
+        self._lock = store_tag + LOCK
+        self._epoch = store_tag + EPOCH
+        self._journal = store_tag + JOURNAL
+        self._fences = store_tag + FENCES
+        #: What taking and releasing the lock touch.
+        self._keys = [self._lock, self._epoch, self._journal]
+        #: The fence drawn with the lock: it only grows, and a slot refuses writes older than
+        #: the newest it applied (``library.lua``).
+        self.fence = 0
+        self.token = os.urandom(8).hex() + str(os.getpid())
+        self._ttl_ms = max(100, int(server.address.lock_ttl * 1000))
+        self.started = 0.0
+
+    # -- the lock -------------------------------------------------------------------------------
+
+    def read(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send reads; a unit that has run for a third of the lock's ttl extends it first."""
+        if time.monotonic() - self.started > self.server.address.lock_ttl / 3:
+            self.server.fcall("cs_extend", [self._lock], [self.token, self._ttl_ms])
+            self.started = time.monotonic()
+        return self.server.read(commands)
+
+    def begin(self) -> None:
+        ttl = self.server.address.lock_ttl
+        deadline = time.monotonic() + 3 * ttl + 5
+        pause = 0.0002
+        while True:
+            reply = self.server.fcall("cs_acquire", [*self._keys, self._fences],
+                                      [self.token, self._ttl_ms])  # fmt: skip
+            if reply[0] == 1:
+                break
+            if time.monotonic() > deadline:
+                raise StoreError(
+                    f"{self.server.address}: the store lock stayed taken for {3 * ttl + 5:.0f} s"
+                )
+            time.sleep(min(pause, max(0.0001, reply[1] / 1000)))
+            pause = min(pause * 2, 0.01)
+        self.started = time.monotonic()
+        epoch, self.fence = reply[1], int(reply[2])
+        journal = reply[3] if len(reply) > 3 else None
+        if journal:  # a commit left half done (its process died, or paused): finish it first
+            try:  # under this unit's fence: the late writes of the paused one are refused
+                self._apply([(list(k), list(a)) for k, a in msgpack.unpackb(journal)])
+                epoch = self.server.fcall("cs_release", self._keys, [self.token, 1, 1])
+            except BaseException:
+                self.abort()  # the journal stays for the next unit
+                raise
+        cache = self.cache
+        if (cache.epoch != epoch or cache.size() > CACHE_LIMIT
+                or cache.disturbed != self.server.disturbed):  # fmt: skip
+            cache.clear()
+            cache.epoch = epoch
+            cache.disturbed = self.server.disturbed
+        self._settle_cache()
+
+    def commit(self) -> None:
+        """Write the unit's changes and release the lock."""
+        keys = self._keys
+        if not self.writes:
+            self.server.fcall("cs_release", keys, [self.token, 0, 0])
+            return
+        try:
+            if self.server.address.cluster:
+                groups = self._groups()
+                self.server.fcall("cs_journal", [self._lock, self._journal],
+                                  [self.token, msgpack.packb(groups), self._ttl_ms])  # fmt: skip
+                points.reached(points.FIRST_WRITE)
+                self._apply(groups, between=lambda: points.reached(points.BETWEEN_SLOTS))
+                epoch = self.server.fcall("cs_release", keys, [self.token, 1, 0])
+            else:
+                data, args = self._flat(self._all_writes(), start=4)
+                epoch = self.server.fcall("cs_commit", [*keys, *data], [self.token, *args])
+                points.reached(points.FIRST_WRITE)
+                if self.server.address.strict:
+                    self.server.wait_replicas({None})
+        except BaseException:
+            self.cache.clear()
+            raise
+        self.cache.epoch = epoch
+        self._added.clear()
+        self._removed.clear()
+
+    def _apply(self, groups: list[tuple[list[bytes], list[Any]]],
+               between: Callable[[], object] = lambda: None) -> None:  # fmt: skip
+        """Write a commit slot by slot, as its journal says. In strict mode, only once a
+        replica has the journal (one lost with its master was never applied anywhere), and
+        until a replica of each master written to has the writes (before the release drops
+        the journal that covers them)."""
+        strict = self.server.address.strict
+        if strict:
+            self.server.wait_replicas({self.server.node_of(self._journal)})
+        written = self.server.apply(groups, self.fence, between)
+        if strict:
+            self.server.wait_replicas(written)
+
+    def abort(self) -> None:
+        """Drop the unit's changes (and what the cache learnt with them); release the lock."""
+        self._drop()
+        with contextlib.suppress(StoreError):  # else it expires
+            self.server.fcall("cs_release", self._keys, [self.token, 0, 0])
+
+    def _groups(self) -> list[tuple[list[bytes], list[Any]]]:
+        by_slot: dict[int, list[tuple[bytes, tuple[Any, ...]]]] = {}
+        for entry in self._all_writes():
+            by_slot.setdefault(key_slot(entry[0]), []).append(entry)
+        return [self._flat(ops, start=1) for ops in by_slot.values()]
 
 
 def _within(member: bytes, after: bytes | None, before: bytes | None, inclusive: bool) -> bool:
