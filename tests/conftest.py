@@ -27,7 +27,7 @@ from crawlstore.frontier import Frontier
 from crawlstore.frontier.core import CoreFrontier
 from crawlstore.storages._partitioned import PartitionedMemoryStorage
 
-STORAGES = ["memory", "partitioned", "store", "redis"]
+STORAGES = ["memory", "partitioned", "store", "redis", "redis-partitioned"]
 _namespaces = itertools.count()
 #: Seconds the whole run may take: then every thread's stack is printed and the run ends, so a
 #: run that hangs where a test's own timeout cannot reach (pyproject's ``timeout``) still ends
@@ -103,8 +103,11 @@ def make_frontier(
 
         yield partitioned
         return
-    if request.param == "redis":
-        store = Store.open(request.getfixturevalue("redis_url"), clock=clock)
+    if request.param.startswith("redis"):
+        url = request.getfixturevalue("redis_url")
+        if request.param == "redis-partitioned":
+            url += "&partitioned=1"
+        store = Store.open(url, clock=clock)
     else:
         store = Store.open(tmp_path / "frontier.lmdb", clock=clock, durability="nosync")
     crawls = itertools.count()

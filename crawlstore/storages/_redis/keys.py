@@ -31,6 +31,19 @@ the suffixes below; a queue's own keys add the queue's key in UTF-8.
 
 Sorted set members are ordered by their bytes (every score is 0): each begins with what it is
 ordered by, big-endian.
+
+A store in partitions (format 2) keeps a crawl's partition data in the bucket of the queue, so
+that a unit on a bucket reads and writes one slot and commits alone (``bucket.py``):
+
+| key | type | content |
+|---|---|---|
+| ``{ns:c:b}`` ``VERSION`` | string | the bucket's version: a unit's commit sets a new one |
+| ``{ns:c:b}`` ``TOTALS`` | hash | the totals of the bucket's queues; ``~seq``, its sequence |
+| ``{ns:c:b}`` ``EVENTS``, ``LOADS``, ``WAKES``, ``QUEUE_KEYS`` | sorted sets | as the crawl's above, of the bucket's queues |
+| ``{ns:c:b}`` ``URLS`` | hash | fingerprint -> URL record, of the bucket's queues |
+| ``{ns:c:b}`` ``CLAIMS`` | hash | fingerprint -> the key of the queue its URL belongs to, for fingerprints of the bucket |
+| ``{ns:c}`` ``DUE`` | sorted set | each bucket that ever held a queue, scored by the ms of its next event (a hint) |
+| ``{ns:c}`` ``TOTALS`` | hash | what belongs to no bucket: refusals, view counts, ``~seen``, ``~bloom`` |
 """
 
 from __future__ import annotations
@@ -60,6 +73,9 @@ URLS = b":u"
 VALIDATORS = b":v"
 SEEN = b":se"
 BLOOM = b":bl"
+VERSION = b":V"
+CLAIMS = b":w"
+DUE = b":d"
 #: A queue's own keys, deleted with it.
 QUEUE_OWN = (ENTRIES, EXPIRIES, SCHEDULE, MEMBERS)
 

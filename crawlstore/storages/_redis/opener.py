@@ -7,7 +7,8 @@ from typing import Any
 from ...errors import InvalidArgument, OlderFormat
 from ...frontier.spi import Durability
 from .server import Address, Server
-from .storage import RedisStorage
+from .partitioned import PARTITIONED_FORMAT, PartitionedRedisStorage
+from .storage import OtherFormat, RedisStorage
 
 __all__ = ["open_url"]
 
@@ -25,12 +26,22 @@ def open_url(url: str, *, durability: Durability, readonly: bool, options: dict[
             "a store on Redis takes its durability from its servers: add strict=1 to "
             "the URL for commits that a replica has too (see the Redis guide)"
         )
-    server = Server(Address.parse(url))
+    address = Address.parse(url)
+    server = Server(address)
+    layout: type[RedisStorage] = PartitionedRedisStorage if address.partitioned else RedisStorage
     try:
-        return RedisStorage(server, readonly=readonly)
+        return layout(server, readonly=readonly)
+    except OtherFormat as exc:  # the store's own layout, whatever the URL asks of a new one
+        layout = PartitionedRedisStorage if exc.format == PARTITIONED_FORMAT else RedisStorage
+        try:
+            return layout(server, readonly=readonly)
+        except OlderFormat:
+            if readonly:
+                server.close()
+                raise
     except OlderFormat:
         if readonly:
             server.close()
             raise
-    older = int(RedisStorage(server, fingerprint=1).meta["fingerprint"])
-    return RedisStorage(server, fingerprint=older)
+    older = int(layout(server, fingerprint=1).meta["fingerprint"])
+    return layout(server, fingerprint=older)

@@ -68,6 +68,8 @@ class Address:
     lock_ttl: float
     #: Buckets of each crawl, fixed when the store is created.
     buckets: int
+    #: A new store commits each bucket alone (format 2: ``partitioned.py``).
+    partitioned: bool = False
 
     @classmethod
     def parse(cls, url: str) -> Address:
@@ -81,6 +83,9 @@ class Address:
         strict = query.pop("strict", "0")
         if strict not in ("0", "1", "true", "false"):
             raise InvalidArgument(f"strict is 0 or 1: {strict!r}")
+        partitioned = query.pop("partitioned", "0")
+        if partitioned not in ("0", "1", "true", "false"):
+            raise InvalidArgument(f"partitioned is 0 or 1: {partitioned!r}")
         try:
             lock_ttl = float(query.pop("lock_ttl", "10"))
             buckets = int(query.pop("buckets", "1024"))
@@ -95,7 +100,8 @@ class Address:
         scheme = parts.scheme.replace("+cluster", "")
         client_url = parts._replace(scheme=scheme, query="").geturl()
         return cls(client_url, parts.scheme.endswith("+cluster"), ns,
-                   strict in ("1", "true"), lock_ttl, buckets)  # fmt: skip
+                   strict in ("1", "true"), lock_ttl, buckets,
+                   partitioned in ("1", "true"))  # fmt: skip
 
     def __str__(self) -> str:
         kind = "redis+cluster" if self.cluster else "redis"

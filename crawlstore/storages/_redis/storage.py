@@ -77,13 +77,13 @@ from .keys import (
     WAKES,
 )
 from .server import Server
-from .unit import Cache, Unit
+from .unit import Cache, CachedUnit, Unit
 from .viewdata import RedisViewData
 
 if TYPE_CHECKING:
     pass
 
-__all__ = ["FORMAT_VERSION", "RedisStorage"]
+__all__ = ["FORMAT_VERSION", "OtherFormat", "RedisStorage"]
 
 _T = TypeVar("_T")
 #: The layout of every key and record; bumped on any incompatible change.
@@ -110,10 +110,21 @@ def _unpack(raw: bytes) -> Any:
     return msgpack.unpackb(raw, raw=False, strict_map_key=False)
 
 
+class OtherFormat(IncompatibleStore):
+    """The namespace holds a store of the other layout (``format``): open it with that one."""
+
+    def __init__(self, message: str, format: int) -> None:
+        super().__init__(message)
+        self.format = format
+
+
 class RedisStorage:
     """The frontier storage of a store on Redis: every write unit holds the store's lock and
     commits all its writes at once (see ``unit.py``); several processes on several machines
     may share it."""
+
+    #: The layout this class reads and writes (``meta["format"]``).
+    format_version = FORMAT_VERSION
 
     def __init__(self, server: Server, *, readonly: bool = False,
                  fingerprint: int = FINGERPRINT_VERSION) -> None:  # fmt: skip
@@ -136,7 +147,7 @@ class RedisStorage:
         self._cache = Cache()
         self._lock = threading.RLock()
         self._owner: journal.Owner | None = None
-        self._unit: Unit | None = None
+        self._unit: CachedUnit | None = None
         self.meta = self._open_meta()
         self.buckets = int(self.meta["buckets"])
         self.shift = 16 - (self.buckets.bit_length() - 1)
@@ -173,7 +184,7 @@ class RedisStorage:
             raw = u.hgetall(self.tag + META)
             if not raw:
                 created = time.time()
-                meta = {b"app": b"crawlstore", b"format": str(FORMAT_VERSION).encode(),
+                meta = {b"app": b"crawlstore", b"format": str(self.format_version).encode(),
                         b"fingerprint": str(FINGERPRINT_VERSION).encode(),
                         b"buckets": str(self.server.address.buckets).encode(),
                         b"created": repr(created).encode()}  # fmt: skip
@@ -186,7 +197,10 @@ class RedisStorage:
         name = f"{self.server.address}"
         if meta.get("app") != "crawlstore":
             raise NotAStore(f"{name}: the namespace holds keys that are not a crawlstore store")
-        for field, mine in (("format", FORMAT_VERSION), ("fingerprint", self.fingerprint)):
+        stored = int(meta["format"])
+        if stored != self.format_version and stored in (1, 2):
+            raise OtherFormat(f"{name} is a store of format {stored}", stored)
+        for field, mine in (("format", self.format_version), ("fingerprint", self.fingerprint)):
             if int(meta[field]) > mine:
                 raise IncompatibleStore(
                     f"{name}: {field} version {meta[field]} is newer than this crawlstore's "
@@ -258,7 +272,7 @@ class RedisStorage:
     def reader(self) -> UnitReader:
         return UnitReader(self)
 
-    def unit(self) -> Unit:
+    def unit(self) -> CachedUnit:
         """The unit under way (``StoreError`` outside one)."""
         unit = self._unit
         if unit is None:
@@ -306,6 +320,24 @@ class RedisStorage:
     def _bucket_of(self, key: str) -> int:
         return mmh3.hash(key, signed=False) % self.buckets
 
+    # Where a crawl's index of queues, its totals and its URLs' records are: in this layout,
+    # the index and totals in the crawl's own slot, a URL in the bucket of its fingerprint
+    # (a layout by partition keeps all three in the bucket of the queue).
+
+    def _index_tag(self, crawl: CrawlRecord, key: str | None = None) -> bytes:
+        """The tag of the index of queues (``EVENTS``, ``LOADS``, ``WAKES``, ``QUEUE_KEYS``)
+        that holds the queue ``key`` (None: the one the unit reads)."""
+        return self.crawl_tag(crawl)
+
+    def _totals_key(self, crawl: CrawlRecord) -> bytes:
+        """The totals hash the unit adds to."""
+        return self.crawl_tag(crawl) + TOTALS
+
+    def _url_tag(self, crawl: CrawlRecord, fp: bytes, key: str | None = None) -> bytes:
+        """The tag of the bucket of the URL ``fp``'s record, of the queue ``key`` (None: the
+        queue it is in)."""
+        return self.fp_bucket(crawl, fp)
+
     # -- crawls ---------------------------------------------------------------------------------
 
     def defaults(self) -> Defaults:
@@ -317,8 +349,9 @@ class RedisStorage:
 
     def crawl(self, name: str) -> CrawlRecord | None:
         raw = self.unit().hget(self.tag + CRAWLS, name.encode())
-        if raw is None:
-            return None
+        return None if raw is None else self._crawl_record(name, raw)
+
+    def _crawl_record(self, name: str, raw: bytes) -> CrawlRecord:
         try:
             cid, policy, created, settled = _unpack(raw)
             record = CrawlRecord(name, CrawlPolicy.from_record(policy), created,
@@ -360,15 +393,15 @@ class RedisStorage:
         return sum(int(n) for n in counts)
 
     def totals(self, crawl: CrawlRecord) -> dict[str, int]:
-        raw = self.unit().hgetall(self.crawl_tag(crawl) + TOTALS)
+        raw = self.unit().hgetall(self._totals_key(crawl))
         return {k.decode(): int(v) for k, v in raw.items() if not k.startswith(NOT_A_TOTAL)}
 
     def _total(self, crawl: CrawlRecord, name: bytes) -> int:
         # the whole hash, read once a unit (a few fields: a field a round trip costs more)
-        return int(self.unit().hgetall(self.crawl_tag(crawl) + TOTALS).get(name) or 0)
+        return int(self.unit().hgetall(self._totals_key(crawl)).get(name) or 0)
 
     def add_totals(self, crawl: CrawlRecord, deltas: dict[str, int]) -> None:
-        u, key = self.unit(), self.crawl_tag(crawl) + TOTALS
+        u, key = self.unit(), self._totals_key(crawl)
         stored = u.hgetall(key)
         for name, n in deltas.items():
             if n:
@@ -377,7 +410,7 @@ class RedisStorage:
 
     def next_seq(self, crawl: CrawlRecord, n: int = 1) -> int:
         seq = self._total(crawl, SEQ) + n
-        self.unit().hset(self.crawl_tag(crawl) + TOTALS, SEQ, b"%d" % seq)
+        self.unit().hset(self._totals_key(crawl), SEQ, b"%d" % seq)
         return seq - n + 1
 
     def last_seq(self, crawl: CrawlRecord) -> int:
@@ -385,7 +418,7 @@ class RedisStorage:
 
     def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
         if self._total(crawl, SEQ) < at_least:
-            self.unit().hset(self.crawl_tag(crawl) + TOTALS, SEQ, b"%d" % at_least)
+            self.unit().hset(self._totals_key(crawl), SEQ, b"%d" % at_least)
 
     # A facade's state: a hash of msgpack values a namespace (``:st:NAME``), the namespaces in
     # a hash of their own (``:sn``).
@@ -453,7 +486,7 @@ class RedisStorage:
     def save_queue(
         self, crawl: CrawlRecord, queue: QueueRecord, event: float | None, rotate: bool = False
     ) -> None:
-        u, tag = self.unit(), self.crawl_tag(crawl)
+        u, tag = self.unit(), self._index_tag(crawl, queue.key)
         raw_key = queue.key.encode("utf-8", "surrogatepass")
         if queue.ref is None:
             stored = self.queue(crawl, queue.key)
@@ -484,7 +517,7 @@ class RedisStorage:
 
     def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
         start = after.encode("utf-8", "surrogatepass") if after is not None else None
-        keys = self.unit().zrange(self.crawl_tag(crawl) + QUEUE_KEYS, start, None, limit)
+        keys = self.unit().zrange(self._index_tag(crawl) + QUEUE_KEYS, start, None, limit)
         return self._queues_at(crawl, [k.decode("utf-8", "surrogatepass") for k in keys])
 
     def queue_count(self, crawl: CrawlRecord) -> int:
@@ -494,7 +527,7 @@ class RedisStorage:
         self, crawl: CrawlRecord, now: float, limit: int, below: int | None = None
     ) -> list[QueueRecord]:
         # index members start with the event rounded up to the millisecond, as on LMDB
-        u, tag, now_ms = self.unit(), self.crawl_tag(crawl), ms_up(now)
+        u, tag, now_ms = self.unit(), self._index_tag(crawl), ms_up(now)
         if below is None:
             members = u.zrange(tag + EVENTS, None, _U64.pack(now_ms + 1), limit)
             return self._queues_at(
@@ -522,16 +555,16 @@ class RedisStorage:
         return self._queues_at(crawl, [k.decode("utf-8", "surrogatepass") for k in chosen])
 
     def next_event(self, crawl: CrawlRecord) -> float | None:
-        first = self.unit().zrange(self.crawl_tag(crawl) + EVENTS, None, None, 1)
+        first = self.unit().zrange(self._index_tag(crawl) + EVENTS, None, None, 1)
         return _U64.unpack_from(first[0])[0] / 1000 if first else None
 
     def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
-        u, tag = self.unit(), self.crawl_tag(crawl)
+        u, tag = self.unit(), self._index_tag(crawl, queue.key)
         key = queue.key
         bucket = self._queue_bucket(crawl, key)
         fps = self._all(self._qkey(crawl, key, MEMBERS))
         for fp in fps:
-            u.hset(self.fp_bucket(crawl, fp) + URLS, fp, None)
+            u.hset(self._url_tag(crawl, fp, key) + URLS, fp, None)
         for kind in QUEUE_OWN:
             u.delete(self._qkey(crawl, key, kind))
         for token, raw in u.hgetall(bucket + LEASES).items():
@@ -726,11 +759,11 @@ class RedisStorage:
         """Read these URLs' records ahead, in one pipeline."""
         by_bucket: dict[bytes, list[bytes]] = {}
         for fp in fps:
-            by_bucket.setdefault(self.fp_bucket(crawl, fp) + URLS, []).append(fp)
+            by_bucket.setdefault(self._url_tag(crawl, fp) + URLS, []).append(fp)
         self.prefetch_fields(by_bucket)
 
-    def _url(self, crawl: CrawlRecord, fp: bytes, raw: bytes) -> UrlRecord:
-        url = decode_url(fp, raw, self.fp_bucket(crawl, fp) + b":u:" + fp)
+    def _url(self, fp: bytes, raw: bytes, tag: bytes) -> UrlRecord:
+        url = decode_url(fp, raw, tag + URLS + b":" + fp)
         url.ref = True
         return url
 
@@ -749,16 +782,17 @@ class RedisStorage:
             wanted.setdefault(self._queue_bucket(crawl, key) + QUEUES, []).append(
                 key.encode("utf-8", "surrogatepass"))  # fmt: skip
         for fp in fps:
-            wanted.setdefault(self.fp_bucket(crawl, fp) + URLS, []).append(fp)
+            wanted.setdefault(self._url_tag(crawl, fp) + URLS, []).append(fp)
         return wanted
 
     def url(self, crawl: CrawlRecord, fp: bytes) -> UrlRecord | None:
-        raw = self.unit().hget(self.fp_bucket(crawl, fp) + URLS, fp)
-        return self._url(crawl, fp, raw) if raw is not None else None
+        tag = self._url_tag(crawl, fp)
+        raw = self.unit().hget(tag + URLS, fp)
+        return self._url(fp, raw, tag) if raw is not None else None
 
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         u = self.unit()
-        u.hset(self.fp_bucket(crawl, url.fp) + URLS, url.fp, encode_url(url))
+        u.hset(self._url_tag(crawl, url.fp, url.queue) + URLS, url.fp, encode_url(url))
         if url.ref is None:
             if queue.ref is None or queue.key != url.queue:
                 raise StoreError(f"URL {url.fp.hex()} saved before its queue {url.queue!r}")
@@ -767,7 +801,7 @@ class RedisStorage:
 
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
         u = self.unit()
-        u.hset(self.fp_bucket(crawl, url.fp) + URLS, url.fp, None)
+        u.hset(self._url_tag(crawl, url.fp, url.queue) + URLS, url.fp, None)
         u.zrem(self._qkey(crawl, url.queue, MEMBERS), url.fp)
 
     def urls(self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None,
@@ -797,7 +831,8 @@ class RedisStorage:
                 after = part[-1]
         first = 0 if after is None else ((after[0] << 8) | after[1]) >> self.shift
         for bucket in range(first, self.buckets):
-            records = self.unit().hgetall(self.bucket_tag(crawl, bucket) + URLS)
+            tag = self.bucket_tag(crawl, bucket)
+            records = self.unit().hgetall(tag + URLS)
             for fp in sorted(records):
                 if after is None or fp > after:
-                    yield self._url(crawl, Fingerprint(fp), records[fp])
+                    yield self._url(Fingerprint(fp), records[fp], tag)

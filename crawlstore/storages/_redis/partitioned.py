@@ -1,0 +1,578 @@
+"""``PartitionedRedisStorage``: a store on Redis whose buckets commit alone (format 2).
+
+A crawl's partitions are its buckets. A queue, its entries, leases and schedule, the records
+of its URLs, and the totals, sequence and index of the bucket's queues all live in the bucket
+of the queue's key, one slot: a unit on a bucket (``run_in``) reads it through a cache of its
+own and commits with one compare-and-set on the bucket's version (``bucket.py``), so units on
+two buckets never wait on each other, and a unit that read a bucket another one changed since
+writes nothing and runs again. No lock is held while a unit runs: a paused client's commit
+fails, it never overwrites.
+
+What belongs to no bucket keeps today's store-wide unit (``run``): a crawl's record and policy,
+the defaults, facades' state, refusal counts, and the views. The URL → queue claims live in
+the bucket of the fingerprint (``CLAIMS``, written with ``HSETNX``: the first claim wins), and
+a hint of each bucket's next event in the crawl's ``DUE`` (written after each commit, swept
+whole every ``SWEEP`` seconds: a lost or late hint only delays).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from ... import journal
+from ...errors import CorruptRecord, PartitionError, ReadOnlyStore, StoreError
+from ...frontier.policy import DEFAULTS, Defaults
+from ...frontier.spi import CrawlRecord, Entry, LeaseRecord, QueueRecord, Slot, UrlRecord
+from ...url import FINGERPRINT_VERSION, Fingerprint
+from .._records import ms_up
+from .bucket import BucketUnit, Conflict, commit_many
+from .keys import (
+    CLAIMS,
+    CRAWLS,
+    DUE,
+    EVENTS,
+    LEASES,
+    MEMBERS,
+    META,
+    QUEUE_KEYS,
+    TOTALS,
+    URLS,
+    VERSION,
+)
+from .server import Server
+from .storage import FORMAT_VERSION, RedisStorage, _unpack
+from .unit import Cache, CachedUnit
+
+__all__ = ["PARTITIONED_FORMAT", "PartitionedRedisStorage"]
+
+_T = TypeVar("_T")
+#: The format of a store whose buckets commit alone.
+PARTITIONED_FORMAT = 2
+#: Seconds between two sweeps of every bucket's next event into the hints.
+SWEEP = 5.0
+#: Seconds a bucket unit trusts the crawl record and the defaults it read.
+RECORD_TTL = 1.0
+#: Times a unit runs again after a conflict before it gives up.
+RETRIES = 200
+#: The score of a bucket with nothing due at any time.
+_NEVER = 2**62
+
+
+class PartitionedRedisStorage(RedisStorage):
+    """The frontier storage of a store on Redis in format 2 (see the module)."""
+
+    format_version = PARTITIONED_FORMAT
+
+    def __init__(self, server: Server, *, readonly: bool = False,
+                 fingerprint: int = FINGERPRINT_VERSION) -> None:  # fmt: skip
+        self._scope: bytes | None = None  # the tag of the bucket the unit runs on
+        self._dry = False
+        self._caches: dict[bytes, Cache] = {}
+        self._records: dict[bytes, tuple[float, Any]] = {}
+        self._hinted: dict[bytes, int] = {}
+        #: Claims to write once the unit commits (a URL saved in a queue new to it), and
+        #: those this process made or read (fingerprint -> queue key).
+        self._claims_after: list[tuple[bytes, bytes, bytes]] = []
+        self._known_claims: dict[bytes, str] = {}
+        #: The bucket units a unit over every bucket runs, with their claims, by bucket.
+        self._held: dict[bytes, tuple[BucketUnit, list[tuple[bytes, bytes, bytes]]]] = {}
+        self._swept: dict[int, float] = {}
+        self._turn = itertools.count(random.randrange(1 << 16))
+        super().__init__(server, readonly=readonly, fingerprint=fingerprint)
+        self.capabilities = replace(self.capabilities, partitions=self.buckets)
+
+    def __repr__(self) -> str:
+        return f"PartitionedRedisStorage({str(self.server.address)!r})"
+
+    # -- units ----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _write(self, *, discard: bool = False) -> Iterator[None]:
+        """A unit over every bucket. It reads bucket keys from the server, not from a cache
+        kept across units (the buckets' commits do not move the store's epoch). The units on
+        buckets run inside it are kept until it commits, then committed each on its bucket
+        (``_commit_held``): a unit over every bucket that raises leaves no trace in any."""
+        outer = self._unit is None
+        if outer:
+            self._cache.clear()
+            self._held = {}
+        dry, self._dry = self._dry, self._dry or discard
+        try:
+            with super()._write(discard=discard):
+                yield
+        except BaseException:
+            if outer:
+                self._drop_held()
+            raise
+        finally:
+            self._dry = dry
+        if outer:
+            if discard:
+                self._drop_held()
+            else:
+                self._commit_held()
+
+    def _drop_held(self) -> None:
+        held, self._held = self._held, {}
+        for unit, _ in held.values():
+            unit.abort()
+
+    def _commit_held(self) -> None:
+        """Commit the bucket units a unit over every bucket held, each on its bucket."""
+        held, self._held = self._held, {}
+        if not held:
+            return
+        units = [unit for unit, _ in held.values()]
+        heads = {tag: self._head_of(unit, tag) for tag, (unit, _) in held.items()}
+        done = commit_many(self.server, units)
+        refused = [tag for tag, ok in zip(held, done, strict=True) if not ok]
+        for (tag, (_, claims)), ok in zip(held.items(), done, strict=True):
+            if ok:
+                self._hint(tag, heads[tag], claims)
+        if refused:
+            raise StoreError(
+                f"{self.server.address}: another client changed bucket(s) "
+                f"{', '.join(t.decode() for t in refused)} while this transaction ran: their "
+                "writes were not committed, the rest of the transaction was (a transaction on "
+                "a store in partitions commits each bucket's share atomically, not the whole)"
+            )
+
+    def run_in(self, partition: int, operation: Callable[[], _T]) -> _T:
+        tag = self._partition_tag(partition)
+        with self._lock:
+            if self._unit is not None and journal.check_owner(self._owner, self):
+                if self._scope == tag or self._dry:
+                    return operation()  # joined
+                if self._scope is not None:
+                    raise PartitionError(f"a unit on bucket {self._scope!r} cannot open a unit "
+                                         f"on {tag!r}")  # fmt: skip
+                return self._held_unit(tag, operation)
+            return self._bucket_unit(tag, operation)
+
+    def _held_unit(self, tag: bytes, operation: Callable[[], _T]) -> _T:
+        """``operation`` on the bucket ``tag`` inside a unit over every bucket, which commits
+        it when it commits (see ``_write``)."""
+        held = self._held.get(tag)
+        if held is None:
+            cache = self._caches.get(tag)
+            if cache is None:
+                cache = self._caches[tag] = Cache()
+            unit = BucketUnit(self.server, cache, tag + VERSION)
+            unit.begin()
+            held = self._held[tag] = (unit, [])
+        saved = self._unit, self._scope, self._claims_after
+        self._unit, self._scope, self._claims_after = held[0], tag, held[1]
+        try:
+            return operation()
+        finally:
+            self._unit, self._scope, self._claims_after = saved
+
+    def run_each(self, units: Sequence[tuple[int, Callable[[], _T]]]) -> list[_T]:
+        results: list[_T] = []
+        error: BaseException | None = None
+        for partition, operation in units:
+            try:
+                results.append(self.run_in(partition, operation))
+            except BaseException as exc:  # the others run all the same
+                error = error or exc
+        if error is not None:
+            raise error
+        return results
+
+    def _bucket_unit(self, tag: bytes, operation: Callable[[], _T]) -> _T:
+        """``operation`` in a unit on the bucket ``tag``, run again while it conflicts."""
+        pause = 0.0005
+        for _ in range(RETRIES):
+            cache = self._caches.get(tag)
+            if cache is None:
+                cache = self._caches[tag] = Cache()
+            unit = BucketUnit(self.server, cache, tag + VERSION)
+            unit.begin()
+            saved = self._owner, self._unit, self._scope, self._claims_after
+            self._owner, self._unit, self._scope = journal.owner(), unit, tag
+            self._claims_after = []
+            opened = journal.begin(self)
+            committed = False
+            try:
+                result = operation()
+                head = self._head(tag)
+                if self.readonly and unit.writes:
+                    raise ReadOnlyStore(f"{self.server.address} was opened read-only")
+                unit.commit()
+                committed = True
+            except Conflict:
+                self._records.clear()  # (the crawl may be gone: read its record again)
+            except BaseException:
+                unit.abort()
+                raise
+            finally:
+                claims = self._claims_after
+                self._owner, self._unit, self._scope, self._claims_after = saved
+                journal.end(opened, commit=committed)
+            if committed:
+                self._hint(tag, head, claims)
+                return result
+            time.sleep(random.uniform(0, pause))
+            pause = min(pause * 2, 0.05)
+        raise StoreError(f"{self.server.address}: a unit on bucket {tag!r} conflicted with "
+                         f"other clients' {RETRIES} times")  # fmt: skip
+
+    def _partition_tag(self, partition: int) -> bytes:
+        cid, bucket = divmod(partition, self.buckets)
+        return b"{%s:%d:%d}" % (self.ns, cid, bucket)
+
+    # -- partitions -----------------------------------------------------------------------------
+
+    def partition_of(self, crawl: CrawlRecord, key: str) -> int:
+        return int(crawl.ref[0]) * self.buckets + self._bucket_of(key)
+
+    def partitions(self, crawl: CrawlRecord) -> list[int]:
+        base = int(crawl.ref[0]) * self.buckets
+        return [base + bucket for bucket in self._live(crawl)]
+
+    def _live(self, crawl: CrawlRecord) -> list[int]:
+        """The buckets that ever held a queue: those the hints name (a bucket's first hint is
+        written after its first commit; one lost with its client is found by the next sweep)."""
+        if time.monotonic() - self._swept.get(int(crawl.ref[0]), -SWEEP) >= SWEEP:
+            self._sweep(crawl)
+        members = self.server.read([("ZRANGE", self.crawl_tag(crawl) + DUE, 0, -1)])[0]
+        return sorted(int(member) for member in members)
+
+    def lease_partition(self, crawl: CrawlRecord, token: bytes) -> int | None:
+        bucket = self._token_bucket(token)
+        return None if bucket is None else int(crawl.ref[0]) * self.buckets + bucket
+
+    def claim_queues(self, crawl: CrawlRecord, fps: Sequence[bytes],
+                     keys: Sequence[str]) -> list[str]:  # fmt: skip
+        commands: list[tuple[Any, ...]] = []
+        for fp, key in zip(fps, keys, strict=True):
+            claims = self.fp_bucket(crawl, fp) + CLAIMS
+            commands += [("HSETNX", claims, fp, key.encode("utf-8", "surrogatepass")),
+                         ("HGET", claims, fp)]  # fmt: skip
+        replies = self.server.read(commands) if commands else []
+        out = [raw.decode("utf-8", "surrogatepass") for raw in replies[1::2]]
+        self._known_claims.update(zip(fps, out, strict=True))
+        if len(self._known_claims) > 100_000:
+            self._known_claims.clear()
+        return out
+
+    def claimed(self, crawl: CrawlRecord, fps: Sequence[bytes]) -> list[str | None]:
+        commands = [("HGET", self.fp_bucket(crawl, fp) + CLAIMS, fp) for fp in fps]
+        replies = self.server.read(commands) if commands else []
+        return [None if raw is None else raw.decode("utf-8", "surrogatepass") for raw in replies]
+
+    def due_partitions(self, crawl: CrawlRecord, now: float) -> list[int]:
+        cid = int(crawl.ref[0])
+        if time.monotonic() - self._swept.get(cid, -SWEEP) >= SWEEP:
+            self._sweep(crawl)
+        due = self.server.read([("ZRANGE", self.crawl_tag(crawl) + DUE, "-inf",
+                                 ms_up(now), "BYSCORE")])[0]  # fmt: skip
+        buckets = [int(member) for member in due]
+        if not buckets:
+            return []
+        start = next(self._turn) % len(buckets)
+        base = cid * self.buckets
+        return [base + b for b in buckets[start:] + buckets[:start]]
+
+    def _sweep(self, crawl: CrawlRecord) -> None:
+        """Every bucket's next event into the hints (they are written after each commit: one
+        lost with its client, or overtaken, is put right here)."""
+        self._swept[int(crawl.ref[0])] = time.monotonic()
+        tags = [self.bucket_tag(crawl, b) for b in range(self.buckets)]
+        heads = self.server.read([("ZRANGE", tag + EVENTS, "-", "+", "BYLEX", "LIMIT", 0, 1)
+                                  for tag in tags])  # fmt: skip
+        keys = self.server.read([("EXISTS", tag + QUEUE_KEYS) for tag in tags])
+        args: list[Any] = []
+        for bucket, (tag, head, live) in enumerate(zip(tags, heads, keys, strict=True)):
+            if head or live:
+                score = _event_ms(head[0]) if head else _NEVER
+                self._hinted[tag] = score
+                args += [score, bucket]
+        if args:
+            self.server.read([("ZADD", self.crawl_tag(crawl) + DUE, *args)])
+
+    def _head(self, tag: bytes) -> int:
+        """The ms of the bucket's next event as this unit leaves it (``_NEVER``: none)."""
+        return self._head_of(self.unit(), tag)
+
+    @staticmethod
+    def _head_of(unit: CachedUnit, tag: bytes) -> int:
+        first = unit.zrange(tag + EVENTS, None, None, 1)
+        return _event_ms(first[0]) if first else _NEVER
+
+    def _hint(self, tag: bytes, head: int, claims: list[tuple[bytes, bytes, bytes]]) -> None:
+        """After a commit: the bucket's hint, where it moved, and the claims of URLs that
+        moved to the bucket's queues, in one round trip."""
+        commands: list[tuple[Any, ...]] = [("HSET", *claim) for claim in claims]
+        if self._hinted.get(tag) != head:
+            self._hinted[tag] = head
+            crawl_tag = tag[: tag.rindex(b":")] + b"}"
+            commands.append(("ZADD", crawl_tag + DUE, head, int(tag[tag.rindex(b":") + 1 : -1])))
+        if commands:
+            self.server.read(commands)
+
+    # -- where things are ------------------------------------------------------------------------
+
+    def _index_tag(self, crawl: CrawlRecord, key: str | None = None) -> bytes:
+        if key is not None:
+            return self._checked(self._queue_bucket(crawl, key), f"queue {key!r}")
+        if self._scope is None:
+            raise PartitionError("the index of due queues is each bucket's: read in a unit on one")
+        return self._scope
+
+    def _totals_key(self, crawl: CrawlRecord) -> bytes:
+        return (self._scope or self.crawl_tag(crawl)) + TOTALS
+
+    def _url_tag(self, crawl: CrawlRecord, fp: bytes, key: str | None = None) -> bytes:
+        if key is not None:
+            return self._checked(self._queue_bucket(crawl, key), f"URL {fp.hex()}")
+        if self._scope is not None:
+            return self._scope  # a unit on a bucket reads the records of its queues
+        claimed = self.claimed(crawl, [fp])[0]
+        return self._queue_bucket(crawl, claimed) if claimed is not None else self.fp_bucket(
+            crawl, fp)  # fmt: skip
+
+    def _checked(self, tag: bytes, what: str) -> bytes:
+        if self._scope is not None and tag != self._scope and not self._dry:
+            raise PartitionError(f"a unit on bucket {self._scope!r} reached {what}, of {tag!r}")
+        return tag
+
+    def _writes(self, crawl: CrawlRecord, key: str) -> None:
+        """Refuse a write to the queue ``key``'s bucket outside a unit on it."""
+        tag = self._queue_bucket(crawl, key)
+        if self._dry:
+            return
+        if self._scope is None:
+            raise PartitionError(f"a unit over every bucket wrote queue {key!r}, of {tag!r}: "
+                                 "only a unit on that bucket writes it")  # fmt: skip
+        self._checked(tag, f"queue {key!r}")
+
+    # -- what a unit on a bucket reads of the store: kept a second ------------------------------
+
+    def crawl(self, name: str) -> CrawlRecord | None:
+        if self._scope is None and self._unit is not None:
+            return super().crawl(name)  # (a unit over every bucket: read under its lock)
+        key = b"crawl:" + name.encode()
+        known = self._records.get(key)
+        if known is None or time.monotonic() - known[0] > RECORD_TTL:
+            raw = self.server.read([("HGET", self.tag + CRAWLS, name.encode())])[0]
+            known = self._records[key] = (time.monotonic(), raw)
+        return None if known[1] is None else self._crawl_record(name, known[1])
+
+    def defaults(self) -> Defaults:
+        if self._scope is None and self._unit is not None:
+            return super().defaults()
+        known = self._records.get(b"defaults")
+        if known is None or time.monotonic() - known[0] > RECORD_TTL:
+            raw = self.server.read([("HGET", self.tag + META, b"defaults")])[0]
+            known = self._records[b"defaults"] = (time.monotonic(), raw)
+        return Defaults.from_record(_unpack(known[1])) if known[1] is not None else DEFAULTS
+
+    def save_crawl(self, crawl: CrawlRecord) -> None:
+        if self._scope is not None:
+            raise PartitionError(f"crawl {crawl.name!r}'s record needs a unit over every bucket")
+        self._records.clear()
+        super().save_crawl(crawl)
+
+    def delete_crawl(self, crawl: CrawlRecord) -> int:
+        self._records.clear()
+        self._hinted.clear()
+        return super().delete_crawl(crawl)
+
+    # -- totals, sequences and listings over every bucket ----------------------------------------
+
+    def _buckets_read(self, crawl: CrawlRecord, command: Callable[[bytes], tuple[Any, ...]]
+                      ) -> list[Any]:  # fmt: skip
+        """``command`` on each live bucket, in one pipeline."""
+        commands = [command(self.bucket_tag(crawl, b)) for b in self._live(crawl)]
+        return self.server.read(commands) if commands else []
+
+    def totals(self, crawl: CrawlRecord) -> dict[str, int]:
+        """The crawl's own totals and every bucket's, summed (those of the unit's bucket, or
+        the crawl's, as the unit left them)."""
+        own = self._scope or self.crawl_tag(crawl)
+        tags = [self.crawl_tag(crawl)] + [self.bucket_tag(crawl, b) for b in self._live(crawl)]
+        raws = self.server.read([("HGETALL", tag + TOTALS) for tag in tags if tag != own])
+        raws.append(self.unit().hgetall(own + TOTALS))
+        out: dict[str, int] = {}
+        for raw in raws:
+            for name, n in _counts(raw).items():
+                out[name] = out.get(name, 0) + n
+        return out
+
+    def last_seq(self, crawl: CrawlRecord) -> int:
+        if self._scope is not None:
+            return super().last_seq(crawl)
+        raws = self._buckets_read(crawl, lambda tag: ("HGET", tag + TOTALS, b"~seq"))
+        return max([int(raw) for raw in raws if raw is not None], default=0)
+
+    def advance_seq(self, crawl: CrawlRecord, at_least: int) -> None:
+        if self._scope is None:
+            raise PartitionError("a sequence is a bucket's: advance it in a unit on one")
+        super().advance_seq(crawl, at_least)
+
+    def queues(self, crawl: CrawlRecord, after: str | None, limit: int) -> list[QueueRecord]:
+        if self._scope is not None:
+            return super().queues(crawl, after, limit)
+        start = b"-" if after is None else b"(" + after.encode("utf-8", "surrogatepass")
+        found = self._buckets_read(crawl, lambda tag: ("ZRANGE", tag + QUEUE_KEYS, start, "+",
+                                                       "BYLEX", "LIMIT", 0, limit))  # fmt: skip
+        keys = list(itertools.islice(heapq.merge(*found), limit))
+        return self._queues_at(crawl, [k.decode("utf-8", "surrogatepass") for k in keys])
+
+    def queue_count(self, crawl: CrawlRecord) -> int:
+        return self.totals(crawl).get("queues", 0)
+
+    def due_queues(
+        self, crawl: CrawlRecord, now: float, limit: int, below: int | None = None
+    ) -> list[QueueRecord]:
+        if self._scope is not None:
+            return super().due_queues(crawl, now, limit, below)
+        found: list[QueueRecord] = []  # a dry run over every bucket: each bucket's, merged
+        for b in self._live(crawl):
+            self._scope = self.bucket_tag(crawl, b)
+            try:
+                found += super().due_queues(crawl, now, limit, below)
+            finally:
+                self._scope = None
+        return heapq.nsmallest(limit, found, key=lambda q: q.ref[0])
+
+    def next_event(self, crawl: CrawlRecord) -> float | None:
+        if self._scope is not None:
+            return super().next_event(crawl)
+        heads = self._buckets_read(crawl, lambda tag: ("ZRANGE", tag + EVENTS, "-", "+", "BYLEX",
+                                                       "LIMIT", 0, 1))  # fmt: skip
+        events = [_event_ms(head[0]) for head in heads if head]
+        return min(events) / 1000 if events else None
+
+    def leases(self, crawl: CrawlRecord) -> Iterator[LeaseRecord]:
+        if self._scope is None:
+            yield from super().leases(crawl)
+            return
+        for token, raw in sorted(self.unit().hgetall(self._scope + LEASES).items()):
+            yield self._lease(token, raw)
+
+    def _walk(
+        self, crawl: CrawlRecord, queue: QueueRecord | None, after: bytes | None
+    ) -> Iterator[UrlRecord]:
+        if queue is not None:
+            yield from self._walk_queue(crawl, queue, after)
+            return
+        if self._scope is not None:
+            yield from self._walk_bucket(after)
+            return
+        # every URL in fingerprint order: the claims, bucket by bucket, then their records
+        first = 0 if after is None else self.fp_index(after)
+        for bucket in range(first, self.buckets):
+            claims = self.server.read([("HGETALL", self.bucket_tag(crawl, bucket) + CLAIMS)])[0]
+            fps = sorted(fp for fp in claims if after is None or fp > after)
+            tags = [self._queue_bucket(crawl, claims[fp].decode("utf-8", "surrogatepass"))
+                    for fp in fps]  # fmt: skip
+            raws = self.server.read([("HGET", tag + URLS, fp) for tag, fp in zip(tags, fps,
+                                                                                  strict=True)])
+            for fp, tag, raw in zip(fps, tags, raws, strict=True):
+                if raw is not None:  # (a claim whose push was cut short has no record)
+                    yield self._url(Fingerprint(fp), raw, tag)
+
+    def _walk_queue(self, crawl: CrawlRecord, queue: QueueRecord, after: bytes | None
+                    ) -> Iterator[UrlRecord]:  # fmt: skip
+        tag = self._queue_bucket(crawl, queue.key)
+        members = self._qkey(crawl, queue.key, MEMBERS)
+        while True:
+            part = self.unit().zrange(members, after, None, 1000)
+            self.prefetch_fields({tag + URLS: part})
+            for fp in part:
+                raw = self.unit().hget(tag + URLS, fp)
+                if raw is None:
+                    raise CorruptRecord(f"queue {queue.key!r} lists {fp.hex()}, which has no "
+                                        "URL record")  # fmt: skip
+                yield self._url(Fingerprint(fp), raw, tag)
+            if len(part) < 1000:
+                return
+            after = part[-1]
+
+    def _walk_bucket(self, after: bytes | None) -> Iterator[UrlRecord]:
+        assert self._scope is not None
+        records = self.unit().hgetall(self._scope + URLS)
+        for fp in sorted(records):
+            if after is None or fp > after:
+                yield self._url(Fingerprint(fp), records[fp], self._scope)
+
+    # -- writes: a bucket's, in a unit on it ----------------------------------------------------
+
+    def save_queue(self, crawl: CrawlRecord, queue: QueueRecord, event: float | None,
+                   rotate: bool = False) -> None:  # fmt: skip
+        self._writes(crawl, queue.key)
+        super().save_queue(crawl, queue, event, rotate)
+
+    def delete_queue(self, crawl: CrawlRecord, queue: QueueRecord) -> int:
+        self._writes(crawl, queue.key)
+        return super().delete_queue(crawl, queue)
+
+    def enqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry, fp: bytes) -> None:
+        self._writes(crawl, queue.key)
+        super().enqueue(crawl, queue, order, fp)
+
+    def dequeue(self, crawl: CrawlRecord, queue: QueueRecord, n: int) -> list[bytes]:
+        self._writes(crawl, queue.key)
+        return super().dequeue(crawl, queue, n)
+
+    def unqueue(self, crawl: CrawlRecord, queue: QueueRecord, order: Entry) -> None:
+        self._writes(crawl, queue.key)
+        super().unqueue(crawl, queue, order)
+
+    def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
+        self._writes(crawl, queue.key)
+        super().lease(crawl, queue, lease)
+
+    def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None:
+        self._writes(crawl, lease.queue)
+        super().extend_lease(crawl, lease, expires)
+
+    def end_lease(self, crawl: CrawlRecord, lease: LeaseRecord) -> None:
+        self._writes(crawl, lease.queue)
+        super().end_lease(crawl, lease)
+
+    def schedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot, fp: bytes) -> None:
+        self._writes(crawl, queue.key)
+        super().schedule(crawl, queue, when, fp)
+
+    def unschedule(self, crawl: CrawlRecord, queue: QueueRecord, when: Slot) -> None:
+        self._writes(crawl, queue.key)
+        super().unschedule(crawl, queue, when)
+
+    def due(self, crawl: CrawlRecord, queue: QueueRecord, now: float) -> list[bytes]:
+        self._writes(crawl, queue.key)
+        return super().due(crawl, queue, now)
+
+    def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
+        self._writes(crawl, queue.key)
+        new = url.ref is None
+        super().save_url(crawl, queue, url)
+        if new and self._known_claims.get(url.fp) != queue.key:  # a URL moved here: claimed
+            claim = (self.fp_bucket(crawl, url.fp) + CLAIMS, bytes(url.fp),
+                     queue.key.encode("utf-8", "surrogatepass"))  # fmt: skip
+            self._claims_after.append(claim)
+
+    def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
+        self._writes(crawl, url.queue)
+        super().delete_url(crawl, url)
+
+
+def _event_ms(member: bytes) -> int:
+    """The ms an ``EVENTS`` member begins with."""
+    return int.from_bytes(member[:8], "big")
+
+
+def _counts(raw: dict[bytes, bytes]) -> dict[str, int]:
+    return {k.decode(): int(v) for k, v in raw.items() if not k.startswith(b"~")}
+
+
+assert FORMAT_VERSION < PARTITIONED_FORMAT
