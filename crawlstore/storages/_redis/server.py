@@ -120,14 +120,18 @@ def _full(exc: object) -> bool:
     return isinstance(exc, redis.exceptions.OutOfMemoryError) or str(exc).startswith("OOM")
 
 
+#: crawlstore's own refusals (``library.lua``): a call sent again would get them again.
+_OWN = ("CSLOCK", "CSFENCE", "CSOP")
+
+
 def _resend(exc: object) -> bool:
-    """Whether a call answered ``exc`` in a pipeline did not run and is to be sent again alone
-    (through ``Server.call``): its slot moved or is moving (MOVED, ASK, TRYAGAIN), the cluster
-    is down for a failover (CLUSTERDOWN), or the node lacks the function library."""
-    if isinstance(exc, (redis.exceptions.AskError, redis.exceptions.TryAgainError,
-                        redis.exceptions.ClusterError)):  # fmt: skip
-        return True
-    return isinstance(exc, redis.ResponseError) and "function not found" in str(exc).lower()
+    """Whether a call answered ``exc`` in a pipeline is sent again alone, through
+    ``Server.call``, which waits out a slot moving (MOVED, ASK, TRYAGAIN) or a failover
+    (CLUSTERDOWN, a node lost), loads a missing function library, and tells what lasts: every
+    failure but a full node's and crawlstore's own refusals."""
+    if isinstance(exc, StoreError) or _full(exc):
+        return False
+    return not (isinstance(exc, redis.ResponseError) and str(exc).startswith(_OWN))
 
 
 def _nothing() -> None:
@@ -256,7 +260,7 @@ class Server:
         """A call's refusal as crawlstore's error: crawlstore's own (``CSLOCK``, ``CSFENCE``)
         by its text."""
         text = str(exc)
-        if text.startswith(("CSLOCK", "CSFENCE")):
+        if text.startswith(_OWN):
             return StoreError(f"{self.address}: {text.split(' ', 1)[1]}")
         return _error(self.address, exc)
 
@@ -267,11 +271,12 @@ class Server:
              raise_on_error: bool = True) -> list[Any]:  # fmt: skip
         """Send function calls (each on the keys of one slot) in one pipeline per node, node
         after node, ``between()`` called between two nodes' pipelines; their replies, in
-        order. A call refused because its slot moved or is moving, the cluster failing over,
-        or its node gone or without the function library, is sent again alone, and waited
-        for as ``call`` does. A call that fails otherwise raises crawlstore's error at once
-        (the nodes after it get nothing), or, without ``raise_on_error``, is answered with
-        that error, and the other calls are sent.
+        order. A call refused (its slot moved or moving, the cluster failing over, its node
+        gone or without the function library) is sent again alone through ``call``, which
+        waits for the cluster as it does for any call; but a full node's refusal, and
+        crawlstore's own (a lost lock, a fence), would only be repeated. A call that fails
+        raises crawlstore's error at once (the nodes after it get nothing), or, without
+        ``raise_on_error``, is answered with that error, and the other calls are sent.
 
         A reply lost with a connection to a cluster's node leaves unknown whether its call
         ran: it is sent again, so calls here are ones that may run twice (``cs_apply``'s
@@ -290,7 +295,8 @@ class Server:
                 except (IndexError, redis.RedisError):  # no keys, or a slot nobody serves yet
                     alone.append(i)
                     continue
-                by_node.setdefault(node.name, (node.redis_connection, []))[1].append(i)
+                client = self.client.get_redis_connection(node)  # (made when first used)
+                by_node.setdefault(node.name, (client, []))[1].append(i)
             groups.extend(by_node.values())
         for n, (client, indexes) in enumerate(groups):
             if n:
