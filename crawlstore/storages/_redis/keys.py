@@ -37,13 +37,13 @@ that a unit on a bucket reads and writes one slot and commits alone (``bucket.py
 
 | key | type | content |
 |---|---|---|
-| ``{ns:c:b}`` ``VERSION`` | string | the bucket's version: a unit's commit sets a new one |
+| ``{ns:c:b}`` ``VERSION`` | string | the bucket's version: each commit sets a new one |
 | ``{ns:c:b}`` ``TOTALS`` | hash | the totals of the bucket's queues; ``~seq``, its sequence |
-| ``{ns:c:b}`` ``EVENTS``, ``LOADS``, ``WAKES``, ``QUEUE_KEYS`` | sorted sets | as the crawl's above, of the bucket's queues |
+| ``{ns:c:b}`` ``EVENTS`` and the rest | sorted sets | the crawl's index, of the bucket's queues |
 | ``{ns:c:b}`` ``URLS`` | hash | fingerprint -> URL record, of the bucket's queues |
-| ``{ns:c:b}`` ``CLAIMS`` | hash | fingerprint -> the key of the queue its URL belongs to, for fingerprints of the bucket |
-| ``{ns:c}`` ``DUE`` | sorted set | each bucket that ever held a queue, scored by the ms of its next event (a hint) |
-| ``{ns:c}`` ``TOTALS`` | hash | what belongs to no bucket: refusals, view counts, ``~seen``, ``~bloom`` |
+| ``{ns:c:b}`` ``CLAIMS`` | hash | fingerprint (of the bucket) -> its URL's queue key |
+| ``{ns:c}`` ``DUE`` | sorted set | each bucket that held a queue, by its next event (ms; a hint) |
+| ``{ns:c}`` ``TOTALS`` | hash | what is no bucket's: refusals, view counts, ``~seen``, ``~bloom`` |
 """
 
 from __future__ import annotations

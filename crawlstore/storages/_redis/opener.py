@@ -6,8 +6,8 @@ from typing import Any
 
 from ...errors import InvalidArgument, OlderFormat
 from ...frontier.spi import Durability
-from .server import Address, Server
 from .partitioned import PARTITIONED_FORMAT, PartitionedRedisStorage
+from .server import Address, Server
 from .storage import OtherFormat, RedisStorage
 
 __all__ = ["open_url"]

@@ -46,9 +46,10 @@ from .keys import (
     URLS,
     VERSION,
 )
+from .routed import RoutedUnit
 from .server import Server
 from .storage import FORMAT_VERSION, RedisStorage, _unpack
-from .unit import Cache, CachedUnit
+from .unit import Cache, CachedUnit, Unit
 
 __all__ = ["PARTITIONED_FORMAT", "PartitionedRedisStorage"]
 
@@ -82,7 +83,8 @@ class PartitionedRedisStorage(RedisStorage):
         self._claims_after: list[tuple[bytes, bytes, bytes]] = []
         self._known_claims: dict[bytes, str] = {}
         #: The bucket units a unit over every bucket runs, with their claims, by bucket.
-        self._held: dict[bytes, tuple[BucketUnit, list[tuple[bytes, bytes, bytes]]]] = {}
+        self._held: dict[bytes, BucketUnit] = {}
+        self._held_claims: dict[bytes, list[tuple[bytes, bytes, bytes]]] = {}
         self._swept: dict[int, float] = {}
         self._turn = itertools.count(random.randrange(1 << 16))
         super().__init__(server, readonly=readonly, fingerprint=fingerprint)
@@ -95,47 +97,74 @@ class PartitionedRedisStorage(RedisStorage):
 
     @contextlib.contextmanager
     def _write(self, *, discard: bool = False) -> Iterator[None]:
-        """A unit over every bucket. It reads bucket keys from the server, not from a cache
-        kept across units (the buckets' commits do not move the store's epoch). The units on
-        buckets run inside it are kept until it commits, then committed each on its bucket
-        (``_commit_held``): a unit over every bucket that raises leaves no trace in any."""
-        outer = self._unit is None
-        if outer:
+        """A unit over every bucket, under the store's lock. It reads bucket keys from the
+        server, not from a cache kept across units (the buckets' commits do not move the
+        store's epoch). The units on buckets run inside it are held until it commits, then
+        committed each on its bucket (``_commit_held``); meanwhile its reads of their buckets
+        go through them (``RoutedUnit``). One that raises leaves no trace in any bucket."""
+        if journal.check_owner(self._owner, self):
+            yield  # joined: the outer unit commits
+            return
+        with self._lock:
             self._cache.clear()
-            self._held = {}
-        dry, self._dry = self._dry, self._dry or discard
-        try:
-            with super()._write(discard=discard):
+            store = Unit(self.server, self._cache, self.tag)
+            store.begin()
+            routed = RoutedUnit(store, self._held)
+            self._owner, self._unit = journal.owner(), routed
+            dry, self._dry = self._dry, discard
+            opened = journal.begin(self)  # in-memory state rolls back with the unit
+            committed = False
+            try:
                 yield
-        except BaseException:
-            if outer:
-                self._drop_held()
-            raise
+                if discard:
+                    store.abort()
+                elif self.readonly and routed.has_writes():
+                    raise ReadOnlyStore(f"{self.server.address} was opened read-only")
+                else:
+                    store.commit()
+                    committed = True
+            except BaseException:
+                if not committed:
+                    store.abort()
+                raise
+            finally:
+                self._owner = self._unit = None
+                self._dry = dry
+                if not committed:
+                    self._drop_held()
+                journal.end(opened, commit=committed)
+            self._commit_held()
+
+    def scratch(self, operation: Callable[[], _T]) -> _T:
+        dry, self._dry = self._dry, True
+        try:
+            return super().scratch(operation)
         finally:
             self._dry = dry
-        if outer:
-            if discard:
-                self._drop_held()
-            else:
-                self._commit_held()
+
+    def prefetch_fields(self, wanted: dict[bytes, list[bytes]], sets: Sequence[bytes] = ()) -> None:
+        if self._scope is not None:  # (over every bucket: each key read when asked for)
+            super().prefetch_fields(wanted, sets)
 
     def _drop_held(self) -> None:
-        held, self._held = self._held, {}
-        for unit, _ in held.values():
+        for unit in self._held.values():
             unit.abort()
+        self._held.clear()
+        self._held_claims.clear()
 
     def _commit_held(self) -> None:
         """Commit the bucket units a unit over every bucket held, each on its bucket."""
-        held, self._held = self._held, {}
+        held, claims = dict(self._held), dict(self._held_claims)
+        self._held.clear()
+        self._held_claims.clear()
         if not held:
             return
-        units = [unit for unit, _ in held.values()]
-        heads = {tag: self._head_of(unit, tag) for tag, (unit, _) in held.items()}
-        done = commit_many(self.server, units)
+        heads = {tag: self._head_of(unit, tag) for tag, unit in held.items()}
+        done = commit_many(self.server, list(held.values()))
         refused = [tag for tag, ok in zip(held, done, strict=True) if not ok]
-        for (tag, (_, claims)), ok in zip(held.items(), done, strict=True):
+        for tag, ok in zip(held, done, strict=True):
             if ok:
-                self._hint(tag, heads[tag], claims)
+                self._hint(tag, heads[tag], claims.get(tag, []))
         if refused:
             raise StoreError(
                 f"{self.server.address}: another client changed bucket(s) "
@@ -159,16 +188,16 @@ class PartitionedRedisStorage(RedisStorage):
     def _held_unit(self, tag: bytes, operation: Callable[[], _T]) -> _T:
         """``operation`` on the bucket ``tag`` inside a unit over every bucket, which commits
         it when it commits (see ``_write``)."""
-        held = self._held.get(tag)
-        if held is None:
+        unit = self._held.get(tag)
+        if unit is None:
             cache = self._caches.get(tag)
             if cache is None:
                 cache = self._caches[tag] = Cache()
-            unit = BucketUnit(self.server, cache, tag + VERSION)
+            unit = self._held[tag] = BucketUnit(self.server, cache, tag + VERSION)
             unit.begin()
-            held = self._held[tag] = (unit, [])
+            self._held_claims[tag] = []
         saved = self._unit, self._scope, self._claims_after
-        self._unit, self._scope, self._claims_after = held[0], tag, held[1]
+        self._unit, self._scope, self._claims_after = unit, tag, self._held_claims[tag]
         try:
             return operation()
         finally:
@@ -243,7 +272,10 @@ class PartitionedRedisStorage(RedisStorage):
         if time.monotonic() - self._swept.get(int(crawl.ref[0]), -SWEEP) >= SWEEP:
             self._sweep(crawl)
         members = self.server.read([("ZRANGE", self.crawl_tag(crawl) + DUE, 0, -1)])[0]
-        return sorted(int(member) for member in members)
+        live = {int(member) for member in members}
+        cid = int(crawl.ref[0])
+        live.update(b for c, b in map(_tag_parts, self._held) if c == cid)  # (not hinted yet)
+        return sorted(live)
 
     def lease_partition(self, crawl: CrawlRecord, token: bytes) -> int | None:
         bucket = self._token_bucket(token)
@@ -275,6 +307,10 @@ class PartitionedRedisStorage(RedisStorage):
         due = self.server.read([("ZRANGE", self.crawl_tag(crawl) + DUE, "-inf",
                                  ms_up(now), "BYSCORE")])[0]  # fmt: skip
         buckets = [int(member) for member in due]
+        for tag, unit in self._held.items():  # this transaction's own, not hinted yet
+            owner, bucket = _tag_parts(tag)
+            if owner == cid and bucket not in buckets and self._head_of(unit, tag) <= ms_up(now):
+                buckets.append(bucket)
         if not buckets:
             return []
         start = next(self._turn) % len(buckets)
@@ -392,14 +428,21 @@ class PartitionedRedisStorage(RedisStorage):
                       ) -> list[Any]:  # fmt: skip
         """``command`` on each live bucket, in one pipeline."""
         commands = [command(self.bucket_tag(crawl, b)) for b in self._live(crawl)]
-        return self.server.read(commands) if commands else []
+        return self._read(commands) if commands else []
+
+    def _read(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Reads of any bucket: in a transaction over every bucket, through its unit (which
+        shows its writes to the buckets it holds); else from the server."""
+        if self._unit is not None and self._scope is None:
+            return self.unit().read(commands)
+        return self.server.read(commands)
 
     def totals(self, crawl: CrawlRecord) -> dict[str, int]:
         """The crawl's own totals and every bucket's, summed (those of the unit's bucket, or
         the crawl's, as the unit left them)."""
         own = self._scope or self.crawl_tag(crawl)
         tags = [self.crawl_tag(crawl)] + [self.bucket_tag(crawl, b) for b in self._live(crawl)]
-        raws = self.server.read([("HGETALL", tag + TOTALS) for tag in tags if tag != own])
+        raws = self._read([("HGETALL", tag + TOTALS) for tag in tags if tag != own])
         raws.append(self.unit().hgetall(own + TOTALS))
         out: dict[str, int] = {}
         for raw in raws:
@@ -475,8 +518,7 @@ class PartitionedRedisStorage(RedisStorage):
             fps = sorted(fp for fp in claims if after is None or fp > after)
             tags = [self._queue_bucket(crawl, claims[fp].decode("utf-8", "surrogatepass"))
                     for fp in fps]  # fmt: skip
-            raws = self.server.read([("HGET", tag + URLS, fp) for tag, fp in zip(tags, fps,
-                                                                                  strict=True)])
+            raws = self._read([("HGET", tag + URLS, fp) for tag, fp in zip(tags, fps, strict=True)])
             for fp, tag, raw in zip(fps, tags, raws, strict=True):
                 if raw is not None:  # (a claim whose push was cut short has no record)
                     yield self._url(Fingerprint(fp), raw, tag)
@@ -564,6 +606,12 @@ class PartitionedRedisStorage(RedisStorage):
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
         self._writes(crawl, url.queue)
         super().delete_url(crawl, url)
+
+
+def _tag_parts(tag: bytes) -> tuple[int, int]:
+    """The crawl and the bucket of a bucket's tag (``{ns:c:b}``)."""
+    _, cid, bucket = tag[1:-1].rsplit(b":", 2)
+    return int(cid), int(bucket)
 
 
 def _event_ms(member: bytes) -> int:
