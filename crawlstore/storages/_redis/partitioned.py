@@ -84,6 +84,7 @@ class PartitionedRedisStorage(RedisStorage):
         self._known_claims: dict[bytes, str] = {}
         #: The bucket units a unit over every bucket runs, with their claims, by bucket.
         self._held: dict[bytes, BucketUnit] = {}
+        self._routed: RoutedUnit | None = None  # the unit of the transaction over every bucket
         self._held_claims: dict[bytes, list[tuple[bytes, bytes, bytes]]] = {}
         self._swept: dict[int, float] = {}
         self._turn = itertools.count(random.randrange(1 << 16))
@@ -109,7 +110,7 @@ class PartitionedRedisStorage(RedisStorage):
             self._cache.clear()
             store = Unit(self.server, self._cache, self.tag)
             store.begin()
-            routed = RoutedUnit(store, self._held)
+            routed = self._routed = RoutedUnit(store, self._held)
             self._owner, self._unit = journal.owner(), routed
             dry, self._dry = self._dry, discard
             opened = journal.begin(self)  # in-memory state rolls back with the unit
@@ -121,6 +122,8 @@ class PartitionedRedisStorage(RedisStorage):
                 elif self.readonly and routed.has_writes():
                     raise ReadOnlyStore(f"{self.server.address} was opened read-only")
                 else:
+                    if store.writes:  # the crawls' records and the defaults may move
+                        self._records.clear()
                     store.commit()
                     committed = True
             except BaseException:
@@ -128,7 +131,7 @@ class PartitionedRedisStorage(RedisStorage):
                     store.abort()
                 raise
             finally:
-                self._owner = self._unit = None
+                self._owner = self._unit = self._routed = None
                 self._dry = dry
                 if not committed:
                     self._drop_held()
@@ -393,23 +396,24 @@ class PartitionedRedisStorage(RedisStorage):
     # -- what a unit on a bucket reads of the store: kept a second ------------------------------
 
     def crawl(self, name: str) -> CrawlRecord | None:
-        if self._scope is None and self._unit is not None:
-            return super().crawl(name)  # (a unit over every bucket: read under its lock)
-        key = b"crawl:" + name.encode()
-        known = self._records.get(key)
-        if known is None or time.monotonic() - known[0] > RECORD_TTL:
-            raw = self.server.read([("HGET", self.tag + CRAWLS, name.encode())])[0]
-            known = self._records[key] = (time.monotonic(), raw)
-        return None if known[1] is None else self._crawl_record(name, known[1])
+        raw = self._store_field(CRAWLS, name.encode(), b"crawl:" + name.encode())
+        return None if raw is None else self._crawl_record(name, raw)
 
     def defaults(self) -> Defaults:
-        if self._scope is None and self._unit is not None:
-            return super().defaults()
-        known = self._records.get(b"defaults")
+        raw = self._store_field(META, b"defaults", b"defaults")
+        return Defaults.from_record(_unpack(raw)) if raw is not None else DEFAULTS
+
+    def _store_field(self, suffix: bytes, field: bytes, name: bytes) -> bytes | None:
+        """A field of the store's own keys: in a transaction over every bucket (a unit on a
+        bucket inside one too), as its unit reads it (under the lock, with its writes); else
+        as read from the server within the last ``RECORD_TTL`` seconds."""
+        if self._routed is not None and journal.check_owner(self._owner, self):
+            return self._routed.hget(self.tag + suffix, field)
+        known = self._records.get(name)
         if known is None or time.monotonic() - known[0] > RECORD_TTL:
-            raw = self.server.read([("HGET", self.tag + META, b"defaults")])[0]
-            known = self._records[b"defaults"] = (time.monotonic(), raw)
-        return Defaults.from_record(_unpack(known[1])) if known[1] is not None else DEFAULTS
+            raw = self.server.read([("HGET", self.tag + suffix, field)])[0]
+            known = self._records[name] = (time.monotonic(), raw)
+        return known[1]  # type: ignore[no-any-return]
 
     def save_crawl(self, crawl: CrawlRecord) -> None:
         if self._scope is not None:

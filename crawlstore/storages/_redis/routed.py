@@ -40,15 +40,16 @@ class RoutedUnit(CachedUnit):
         return bool(self.store.writes) or any(unit.writes for unit in self.held.values())
 
     def read(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """The store's unit's reads in one round trip; those of a held bucket as that unit
-        answers them (with its writes): ``HGET``, ``HGETALL`` and a sorted set's first
-        members (``ZRANGE key - + BYLEX LIMIT 0 n``)."""
+        """Reads in one round trip, but those of keys the transaction wrote (those of a held
+        bucket, or written by the store's unit): those as their unit answers them, with its
+        writes: ``HGET``, ``HGETALL`` and a sorted set's first members (``ZRANGE key - +
+        BYLEX LIMIT 0 n``)."""
         replies: list[Any] = [None] * len(commands)
         plain: list[int] = []
         for i, command in enumerate(commands):
             unit = self._of(command[1]) if len(command) > 1 else self.store
-            if unit is self.store:
-                plain.append(i)
+            if unit is self.store and (len(command) < 2 or command[1] not in unit.writes):
+                plain.append(i)  # (nothing of this unit's own to show)
             elif command[0] == "HGET":
                 replies[i] = unit.hget(command[1], command[2])
             elif command[0] == "HGETALL":
