@@ -73,9 +73,15 @@ def node(tmp_path: Path) -> Iterator[Node]:
 # -- routing ------------------------------------------------------------------------------------
 
 
-def test_seeds_spread_over_every_master_and_come_back_once(cluster: Cluster, ns: str) -> None:
+LAYOUTS = pytest.mark.parametrize("layout", ["", "&partitioned=1"], ids=["locked", "partitioned"])
+
+
+@LAYOUTS
+def test_seeds_spread_over_every_master_and_come_back_once(
+    cluster: Cluster, ns: str, layout: str
+) -> None:
     pushed = seeds(3000, 300)
-    with Store.open(f"{cluster.url}?ns={ns}") as store:
+    with Store.open(f"{cluster.url}?ns={ns}{layout}") as store:
         frontier = store.frontier(crawl="c")
         for i in range(0, len(pushed), 500):
             assert all(frontier.push_many(pushed[i : i + 500]))
@@ -162,12 +168,15 @@ def test_a_client_whose_own_node_dies_goes_on(cluster: Cluster, ns: str) -> None
 # -- slots moved under load ---------------------------------------------------------------------
 
 
-def test_slots_move_between_masters_under_load(cluster: Cluster, ns: str, tmp_path: Path) -> None:
+@LAYOUTS
+def test_slots_move_between_masters_under_load(
+    cluster: Cluster, ns: str, tmp_path: Path, layout: str
+) -> None:
     """The store's slot and the 20 slots of its master holding most of the namespace's keys
     move to another master while a worker pushes, pops and reports; the store's slot and the
     busiest one key a tenth of a second, so that the worker's units meet slots half moved
     (redirections, TRYAGAIN until the slot is moved)."""
-    url = f"{cluster.url}?ns={ns}"
+    url = f"{cluster.url}?ns={ns}{layout}"
     stop = tmp_path / "stop"
     children = [spawn(redis_worker.crawl, url, me=0, stop=stop)]
     worker = children[0]
