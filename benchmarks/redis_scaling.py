@@ -142,19 +142,25 @@ def _client(url: str, cid: int, seconds: float, fetch: float, barrier: Any, resu
         results.put(Client(error=f"{type(exc).__name__}: {exc}"))
 
 
+#: The store layouts compared: today's (every unit under the store lock) and format 2 (each
+#: bucket commits alone: ``?partitioned=1``).
+LAYOUTS = {"locked": "", "partitioned": "&partitioned=1"}
+
+
 def run(dep: Deployment, clients: int, shared: bool, ns: str, seconds: float,
-        fetch: float) -> list[Client]:  # fmt: skip
+        fetch: float, layout: str = "") -> list[Client]:  # fmt: skip
     """One run on emptied servers: ``clients`` spawned crawler processes, started together,
-    on one store (``shared``) or a store each."""
+    on one store (``shared``) or a store each, of the layout ``layout`` (a URL option)."""
     dep.reset()
     names = [ns] if shared else [f"{ns}-{i}" for i in range(clients)]
-    for name in names:
-        seed(dep.store_url(name))
+    urls = [dep.store_url(name) + layout for name in names]
+    for url in urls:
+        seed(url)
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(clients + 1)
     results = context.Queue()
-    procs = [context.Process(target=_client, args=(dep.store_url(names[i % len(names)]), i,
-                             seconds, fetch, barrier, results), daemon=True)
+    procs = [context.Process(target=_client, args=(urls[i % len(urls)], i, seconds, fetch,
+                                                   barrier, results), daemon=True)
              for i in range(clients)]  # fmt: skip
     for p in procs:
         p.start()
@@ -199,14 +205,17 @@ def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str,
     table = Table("redis-scaling", "Redis: P crawler processes on one store (shared) vs on a "
                   "store each (own), the crawl loop with a simulated fetch", "page", "",
                   columns=COLUMNS)  # fmt: skip
-    spec: dict[str, tuple[Deployment | None, int, bool]] = {}
+    spec: dict[str, tuple[Deployment | None, int, bool, str]] = {}
     for where, dep in deps.items():
-        for p in sh.clients:
-            own, shared = f"{where}-own-{p}", f"{where}-shared-{p}"
-            table.rows += [Row(own, f"{where}, P={p}, own: a store each", ops=1, baseline=own),
-                           Row(shared, f"{where}, P={p}, shared: one store", ops=1,
-                               baseline=own)]  # fmt: skip
-            spec[own], spec[shared] = (dep, p, False), (dep, p, True)
+        for layout, option in LAYOUTS.items():
+            for p in sh.clients:
+                own, shared = f"{where}-{layout}-own-{p}", f"{where}-{layout}-shared-{p}"
+                table.rows += [
+                    Row(own, f"{where}, {layout}, P={p}, own: a store each", ops=1, baseline=own),
+                    Row(shared, f"{where}, {layout}, P={p}, shared: one store", ops=1,
+                        baseline=own),
+                ]  # fmt: skip
+                spec[own], spec[shared] = (dep, p, False, option), (dep, p, True, option)
     for row in table.rows:
         if spec[row.key][0] is None:
             row.skipped = why.get(row.key.split("-")[0], "not run")
@@ -215,9 +224,9 @@ def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str,
     clients: dict[str, list[Client]] = {r.key: [] for r in table.rows}
 
     def one(row: Row, i: int) -> float:
-        dep, p, shared = spec[row.key]
+        dep, p, shared, option = spec[row.key]
         assert dep is not None
-        got = run(dep, p, shared, f"r{i}-{row.key}", sh.seconds, sh.fetch)
+        got = run(dep, p, shared, f"r{i}-{row.key}", sh.seconds, sh.fetch, option)
         clients[row.key] += got
         pages = sum(c.pages for c in got)
         return (max(c.end for c in got) - min(c.start for c in got)) / pages  # s a page
@@ -227,7 +236,7 @@ def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str,
         got = clients[row.key]
         if not got:
             continue
-        _, p, _ = spec[row.key]
+        _, p, _, _ = spec[row.key]
         pages = sum(c.pages for c in got)
         first = table.row(row.key.rsplit("-", 1)[0] + f"-{sh.clients[0]}")
         base = first.per_op if first is not None else None
@@ -257,10 +266,14 @@ def _notes(table: Table, sh: Shape) -> None:
         "max_in_flight=None)` (not politeness-bound), seeded with "
         f"{HOSTS * SEEDS_A_HOST:,} URLs over {HOSTS} hosts (the links go to the same hosts: it "
         f"never runs dry); the median of {sh.rounds} round(s), emptied servers before each run.",
-        "shared: the P processes on one store (one namespace, `?ns=NAME`: every write unit "
-        "takes its store lock `cs_acquire`, polled with backoff); own: a namespace each on "
-        "the same server(s), seeded alike (the control: the same CPU, no lock shared; on the "
-        "cluster their store slots also fall on different masters). ratio: shared / own at "
+        "locked: today's layout (every write unit takes the store lock `cs_acquire`, polled "
+        "with backoff); partitioned: format 2 (`&partitioned=1`: a unit on a bucket commits "
+        "alone with a compare-and-set on the bucket's version, and runs again when it "
+        "conflicts; a transaction still takes the store lock for what belongs to no bucket, "
+        "and commits its buckets' units after). shared: the P processes on one store (one "
+        "namespace, `?ns=NAME`); own: a namespace each on the same server(s), seeded alike "
+        "(the control: the same CPU, no lock shared; on the cluster their store slots also "
+        "fall on different masters). ratio: shared / own at "
         "the same P (the redesign's target: >= 0.85 at P=8); at P=1 both rows run the same "
         "thing, and their ratio shows the noise. vs P=1: the row's pages/s over the same "
         "arrangement's with one process.",
