@@ -27,16 +27,23 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ... import journal
-from ...errors import CorruptRecord, PartitionError, ReadOnlyStore, StoreError
+from ...errors import (
+    CorruptRecord,
+    PartitionError,
+    ReadOnlyStore,
+    StoreError,
+    TransactionConflict,
+)
 from ...frontier.policy import DEFAULTS, Defaults
 from ...frontier.spi import CrawlRecord, Entry, LeaseRecord, QueueRecord, Slot, UrlRecord
 from ...url import FINGERPRINT_VERSION, Fingerprint
 from .._records import ms_up
-from .bucket import BucketUnit, Conflict, commit_many
+from .bucket import BucketUnit, Conflict, WideUnit, commit_all, commit_many
 from .keys import (
     CLAIMS,
     CRAWLS,
     DUE,
+    EPOCH,
     EVENTS,
     LEASES,
     MEMBERS,
@@ -98,18 +105,29 @@ class PartitionedRedisStorage(RedisStorage):
 
     @contextlib.contextmanager
     def _write(self, *, discard: bool = False) -> Iterator[None]:
-        """A unit over every bucket, under the store's lock. It reads bucket keys from the
-        server, not from a cache kept across units (the buckets' commits do not move the
-        store's epoch). The units on buckets run inside it are held until it commits, then
-        committed each on its bucket (``_commit_held``); meanwhile its reads of their buckets
-        go through them (``RoutedUnit``). One that raises leaves no trace in any bucket."""
+        """A unit over every bucket (a transaction). It reads bucket keys from the server, not
+        from a cache kept across units. The units on buckets run inside it are held until it
+        commits; meanwhile its reads of their buckets go through them (``RoutedUnit``). One
+        that raises leaves no trace in any bucket.
+
+        On one server it takes no lock: its reads of keys of no held bucket are checked
+        against the store's epoch, and it commits with its held units in one call, all or
+        nothing (``commit_all``), or raises ``TransactionConflict`` (``run`` runs it again).
+        On a cluster it holds the store's lock, and its held units commit after it, each on
+        its bucket (``_commit_held``)."""
         if journal.check_owner(self._owner, self):
             yield  # joined: the outer unit commits
             return
+        wide = not self.server.address.cluster
         with self._lock:
             self._cache.clear()
-            store = Unit(self.server, self._cache, self.tag)
-            store.begin()
+            store: CachedUnit
+            if wide:
+                store = WideUnit(self.server, self._cache, self.tag + EPOCH)
+                store.begin()
+            else:
+                store = Unit(self.server, self._cache, self.tag)
+                store.begin()
             routed = self._routed = RoutedUnit(store, self._held)
             self._owner, self._unit = journal.owner(), routed
             dry, self._dry = self._dry, discard
@@ -124,8 +142,16 @@ class PartitionedRedisStorage(RedisStorage):
                 else:
                     if store.writes:  # the crawls' records and the defaults may move
                         self._records.clear()
-                    store.commit()
+                    if isinstance(store, WideUnit):
+                        self._commit_wide(store)
+                    else:
+                        store.commit()
                     committed = True
+            except Conflict as exc:
+                store.abort()
+                raise TransactionConflict(
+                    f"{exc}: the transaction wrote nothing; run it again"
+                ) from exc
             except BaseException:
                 if not committed:
                     store.abort()
@@ -137,6 +163,33 @@ class PartitionedRedisStorage(RedisStorage):
                     self._drop_held()
                 journal.end(opened, commit=committed)
             self._commit_held()
+
+    def _commit_wide(self, store: WideUnit) -> None:
+        """Commit a transaction on one server: its own writes and its held units', at once."""
+        held, claims = dict(self._held), dict(self._held_claims)
+        heads = {tag: self._head_of(unit, tag) for tag, unit in held.items() if unit.writes}
+        commit_all(self.server, [store, *held.values()])
+        self._held.clear()
+        self._held_claims.clear()
+        for tag, head in heads.items():
+            self._hint(tag, head, claims.get(tag, []))
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        """``operation`` as one transaction, run again while it conflicts (when it is not
+        part of an outer one, which conflicts as a whole)."""
+        if journal.check_owner(self._owner, self):
+            return super().run(operation)
+        pause = 0.0005
+        for _ in range(RETRIES):
+            try:
+                return super().run(operation)
+            except TransactionConflict:
+                time.sleep(random.uniform(0, pause))
+                pause = min(pause * 2, 0.05)
+        raise StoreError(f"{self.server.address}: a transaction conflicted with other clients' "
+                         f"{RETRIES} times")  # fmt: skip
+
+    view = run
 
     def scratch(self, operation: Callable[[], _T]) -> _T:
         dry, self._dry = self._dry, True
