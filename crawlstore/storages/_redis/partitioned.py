@@ -17,6 +17,7 @@ whole every ``SWEEP`` seconds: a lost or late hint only delays).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import heapq
 import itertools
@@ -94,7 +95,7 @@ class PartitionedRedisStorage(RedisStorage):
         self._routed: RoutedUnit | None = None  # the unit of the transaction over every bucket
         self._held_claims: dict[bytes, list[tuple[bytes, bytes, bytes]]] = {}
         self._swept: dict[int, float] = {}
-        self._turn = itertools.count(random.randrange(1 << 16))
+        self._turns: dict[int, int] = {}  # the bucket each crawl's last pop started at
         super().__init__(server, readonly=readonly, fingerprint=fingerprint)
         self.capabilities = replace(self.capabilities, partitions=self.buckets)
 
@@ -369,7 +370,12 @@ class PartitionedRedisStorage(RedisStorage):
                 buckets.append(bucket)
         if not buckets:
             return []
-        start = next(self._turn) % len(buckets)
+        buckets.sort()  # in turns: from the one after where the last call started
+        last = self._turns.get(cid)
+        if last is None:
+            last = random.randrange(self.buckets)  # (processes start apart)
+        start = bisect.bisect_right(buckets, last) % len(buckets)
+        self._turns[cid] = buckets[start]
         base = cid * self.buckets
         return [base + b for b in buckets[start:] + buckets[:start]]
 
