@@ -56,7 +56,7 @@ from .keys import (
 )
 from .routed import RoutedUnit
 from .server import Server
-from .storage import FORMAT_VERSION, RedisStorage, _unpack
+from .storage import FORMAT_VERSION, RedisStorage, unpack_record
 from .unit import Cache, CachedUnit, Unit
 
 __all__ = ["PARTITIONED_FORMAT", "PartitionedRedisStorage"]
@@ -468,7 +468,7 @@ class PartitionedRedisStorage(RedisStorage):
 
     def defaults(self) -> Defaults:
         raw = self._store_field(META, b"defaults", b"defaults")
-        return Defaults.from_record(_unpack(raw)) if raw is not None else DEFAULTS
+        return Defaults.from_record(unpack_record(raw)) if raw is not None else DEFAULTS
 
     def _store_field(self, suffix: bytes, field: bytes, name: bytes) -> bytes | None:
         """A field of the store's own keys: in a transaction over every bucket (a unit on a
