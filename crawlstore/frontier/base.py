@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..clock import Clock
 from ..seed import Seed
@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from .worker import AsyncWorker, Worker
 
 __all__ = ["Frontier", "FrontierCore", "StateMap"]
+
+_T = TypeVar("_T")
 
 
 #: Persisted key/value state a facade keeps in its storage (values must be msgpack-able).
@@ -153,6 +155,15 @@ class Frontier(ABC):
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """Group operations into one atomic step; nested use joins the outer one."""
         return self.core.transaction()
+
+    def atomic(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation()`` as one atomic step, as ``transaction()`` does, and return what
+        it returns. Where the storage commits optimistically (Redis in partitions), a step
+        that conflicts with another client's commit wrote nothing, and ``operation`` runs
+        again until one commits: it must have no effect outside the store, or tolerate running
+        twice. Inside an open transaction it joins it, which then commits or conflicts as a
+        whole."""
+        return self.core.atomic(operation)
 
     def stats(self) -> Stats:
         """Counters and gauges."""
