@@ -99,8 +99,11 @@ class Frontier(ABC):
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         """Offer several seeds in one transaction."""
         batch = check_seeds(seeds)
-        with self.transaction():
+
+        def push() -> list[Admission]:
             return [self.push(seed) for seed in batch]
+
+        return self.atomic(push)
 
     @abstractmethod
     def pop(self) -> Pop:
@@ -137,9 +140,12 @@ class Frontier(ABC):
         batch = list(reports)
         for report in batch:
             check_report(report)
-        with self.transaction():
+
+        def write() -> None:
             for report in batch:
                 self.report(report)
+
+        self.atomic(write)
 
     def extend_lease(self, seed: Seed, seconds: float | None = None) -> Lease:
         """Keep a slow seed in flight ``seconds`` (the crawl's lease time by default) from now;
