@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from typing import Any, NoReturn
 
-from ...errors import StoreError
+from ...errors import StoreError, TransactionConflict
 from .server import Call, Server
 from .unit import CACHE_LIMIT, Cache, CachedUnit, Saved
 
@@ -39,9 +39,10 @@ __all__ = ["BucketUnit", "Conflict", "WideUnit", "commit_all", "commit_many", "h
 ANY = b"*"
 
 
-class Conflict(Exception):
+class Conflict(TransactionConflict):
     """The bucket's version moved since the unit read it: nothing was written; run the unit
-    again."""
+    again. A ``TransactionConflict``, so that code between a read inside a transaction and the
+    transaction's end (a worker's group) tells it from a failure of its own."""
 
     def __init__(
         self, message: str, key: bytes = b"", expected: bytes = b"", found: bytes = b""
