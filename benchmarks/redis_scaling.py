@@ -15,6 +15,7 @@ import multiprocessing
 import queue
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,10 @@ def _client(url: str, cid: int, seconds: float, fetch: float, barrier: Any, resu
         results.put(got)
     except BaseException as exc:
         barrier.abort()
-        results.put(Client(error=f"{type(exc).__name__}: {exc}"))
+        where = traceback.extract_tb(exc.__traceback__)[-3:]
+        results.put(
+            Client(error=f"{type(exc).__name__}: {exc} (at {traceback.format_list(where)})")
+        )
 
 
 #: The store layouts compared: today's (every unit under the store lock) and format 2 (each
