@@ -44,15 +44,21 @@ from .keys import (
     CLAIMS,
     CRAWLS,
     DUE,
+    ENTRIES,
     EPOCH,
     EVENTS,
+    EXPIRIES,
     LEASES,
+    LOADS,
     MEMBERS,
     META,
     QUEUE_KEYS,
+    QUEUES,
+    SCHEDULE,
     TOTALS,
     URLS,
     VERSION,
+    WAKES,
 )
 from .routed import RoutedUnit
 from .server import Server
@@ -177,8 +183,7 @@ class PartitionedRedisStorage(RedisStorage):
         self.commits += 1
         self._held.clear()
         self._held_claims.clear()
-        for tag, head in heads.items():
-            self._hint(tag, head, claims.get(tag, []))
+        self._hints({tag: (head, claims.get(tag, [])) for tag, head in heads.items()})
 
     def run(self, operation: Callable[[], _T]) -> _T:
         """``operation`` as one transaction, run again while it conflicts (when it is not
@@ -204,6 +209,89 @@ class PartitionedRedisStorage(RedisStorage):
         finally:
             self._dry = dry
 
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str],
+                 tokens: Sequence[bytes] = ()) -> None:  # fmt: skip
+        """In a unit on a bucket, read ahead there. Outside one (the core, before it runs a
+        batch's units on their buckets), warm the caches of every bucket the batch reaches in
+        one pipeline: each bucket's version read before and after its keys, kept only when
+        the two agree, so that the bucket's unit starts on them and its commit checks them."""
+        if self._scope is not None:
+            super().prefetch(crawl, fps, queues, tokens)
+            return
+        unknown = [fp for fp in fps if fp not in self._known_claims]
+        for fp, key in zip(unknown, self.claimed(crawl, unknown) if unknown else [], strict=True):
+            if key is not None:
+                self._known_claims[fp] = key
+        fields: dict[bytes, dict[bytes, list[bytes]]] = {}
+        sets: dict[bytes, list[bytes]] = {}
+
+        def want(tag: bytes, key: bytes, field: bytes) -> None:
+            fields.setdefault(tag, {}).setdefault(key, []).append(field)
+
+        claims = [self._known_claims.get(fp) for fp in fps]
+        for key in dict.fromkeys([*queues, *(k for k in claims if k is not None)]):
+            tag = self._queue_bucket(crawl, key)
+            want(tag, tag + QUEUES, key.encode("utf-8", "surrogatepass"))
+            sets.setdefault(tag, []).extend(
+                self._qkey(crawl, key, kind) for kind in (ENTRIES, EXPIRIES, SCHEDULE)
+            )
+        for fp, key in zip(fps, claims, strict=True):
+            if key is not None:
+                tag = self._queue_bucket(crawl, key)
+                want(tag, tag + URLS, bytes(fp))
+        for token in tokens:
+            bucket = self._token_bucket(token)
+            if bucket is not None:
+                tag = self.bucket_tag(crawl, bucket)
+                want(tag, tag + LEASES, token)
+        self._warm(fields, sets)
+
+    def _warm(self, fields: dict[bytes, dict[bytes, list[bytes]]],
+              sets: dict[bytes, list[bytes]]) -> None:  # fmt: skip
+        """Read these hash fields and sorted sets (and each bucket's totals and index) into
+        the buckets' caches, in one pipeline (buckets a transaction holds are left alone)."""
+        tags = [t for t in dict.fromkeys([*fields, *sets]) if t not in self._held]
+        commands: list[tuple[Any, ...]] = []
+        plans: list[tuple[bytes, list[tuple[str, bytes, list[bytes]]]]] = []
+        for tag in tags:
+            plan: list[tuple[str, bytes, list[bytes]]] = [("H", tag + TOTALS, [])]
+            plan += [("F", key, names) for key, names in fields.get(tag, {}).items()]
+            index = [tag + kind for kind in (EVENTS, LOADS, WAKES, QUEUE_KEYS)]
+            plan += [("Z", key, []) for key in dict.fromkeys([*index, *sets.get(tag, [])])]
+            commands.append(("GET", tag + VERSION))
+            for kind, key, names in plan:
+                if kind == "H":
+                    commands.append(("HGETALL", key))
+                elif kind == "F":
+                    commands.append(("HMGET", key, *names))
+                else:
+                    commands.append(CachedUnit.whole_read(key))
+            commands.append(("GET", tag + VERSION))
+            plans.append((tag, plan))
+        if not commands:
+            return
+        replies = iter(self.server.read(commands))
+        for tag, plan in plans:
+            before = next(replies) or b""
+            got = [next(replies) for _ in plan]
+            if (next(replies) or b"") != before:
+                continue  # a commit came between: the bucket's unit reads for itself
+            cache = self._caches.get(tag)
+            if cache is None:
+                cache = self._caches[tag] = Cache()
+            if cache.epoch != before or cache.disturbed != self.server.disturbed:
+                cache.clear()
+                cache.epoch, cache.disturbed = before, self.server.disturbed
+            reader = CachedUnit(self.server, cache)
+            for (kind, key, names), reply in zip(plan, got, strict=True):
+                if kind == "H":
+                    cache.fields[key] = dict(reply)
+                    cache.whole.add(key)
+                elif kind == "F":
+                    cache.fields.setdefault(key, {}).update(zip(names, reply, strict=True))
+                else:
+                    reader.loaded(key, reply)
+
     def prefetch_fields(self, wanted: dict[bytes, list[bytes]], sets: Sequence[bytes] = ()) -> None:
         if self._scope is not None:  # (over every bucket: each key read when asked for)
             super().prefetch_fields(wanted, sets)
@@ -224,9 +312,8 @@ class PartitionedRedisStorage(RedisStorage):
         heads = {tag: self._head_of(unit, tag) for tag, unit in held.items()}
         done = commit_many(self.server, list(held.values()))
         refused = [tag for tag, ok in zip(held, done, strict=True) if not ok]
-        for tag, ok in zip(held, done, strict=True):
-            if ok:
-                self._hint(tag, heads[tag], claims.get(tag, []))
+        self._hints({tag: (heads[tag], claims.get(tag, []))
+                     for tag, ok in zip(held, done, strict=True) if ok})  # fmt: skip
         if refused:
             raise StoreError(
                 f"{self.server.address}: another client changed bucket(s) "
@@ -416,11 +503,17 @@ class PartitionedRedisStorage(RedisStorage):
     def _hint(self, tag: bytes, head: int, claims: list[tuple[bytes, bytes, bytes]]) -> None:
         """After a commit: the bucket's hint, where it moved, and the claims of URLs that
         moved to the bucket's queues, in one round trip."""
-        commands: list[tuple[Any, ...]] = [("HSET", *claim) for claim in claims]
-        if self._hinted.get(tag) != head:
-            self._hinted[tag] = head
-            crawl_tag = tag[: tag.rindex(b":")] + b"}"
-            commands.append(("ZADD", crawl_tag + DUE, head, int(tag[tag.rindex(b":") + 1 : -1])))
+        self._hints({tag: (head, claims)})
+
+    def _hints(self, done: dict[bytes, tuple[int, list[tuple[bytes, bytes, bytes]]]]) -> None:
+        """``_hint`` for several buckets, in one round trip."""
+        commands: list[tuple[Any, ...]] = []
+        for tag, (head, claims) in done.items():
+            commands += [("HSET", *claim) for claim in claims]
+            if self._hinted.get(tag) != head:
+                self._hinted[tag] = head
+                crawl_tag = tag[: tag.rindex(b":")] + b"}"
+                commands.append(("ZADD", crawl_tag + DUE, head, _tag_parts(tag)[1]))
         if commands:
             self.server.read(commands)
 
