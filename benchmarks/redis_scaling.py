@@ -42,7 +42,16 @@ class Shape:
     rounds: int
 
 
+#: Client counts given on the command line (``--clients``), else the mode's.
+_CLIENTS: tuple[int, ...] | None = None
+
+
 def shape(plan: Plan) -> Shape:
+    got = _shape(plan)
+    return got if _CLIENTS is None else Shape(_CLIENTS, got.seconds, got.fetch, got.rounds)
+
+
+def _shape(plan: Plan) -> Shape:
     if plan.mode == "smoke":
         return Shape((1, 2), 1.0, 0.01, 1)
     if plan.mode == "quick":
@@ -325,12 +334,19 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("smoke", "quick", "full"):
         mode.add_argument(f"--{name}", action="store_const", const=name, dest="mode")
     parser.add_argument("--out", type=Path, default=Path("."), help="where the results go")
+    parser.add_argument("--where", choices=["standalone", "cluster"], action="append",
+                        help="only these deployments (default: both)")  # fmt: skip
+    parser.add_argument("--clients", help="client counts, comma-separated (default: the mode's)")
     args = parser.parse_args(argv)
     plan = Plan.make(args.mode or "default")
+    if args.clients:
+        global _CLIENTS
+        _CLIENTS = tuple(int(n) for n in args.clients.split(","))
     the_stamp = stamp()
     the_stamp["command"][2] = "benchmarks.redis_scaling"
     with Progress() as progress, Servers() as servers:
         deps = {"standalone": servers.standalone, "cluster": servers.cluster}
+        deps = {k: v for k, v in deps.items() if not args.where or k in args.where}
         tables = [scaling_table(plan, deps, servers.why, progress)]
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "results.json", the_stamp, plan, tables)
