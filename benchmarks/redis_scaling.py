@@ -15,12 +15,14 @@ import multiprocessing
 import queue
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 from crawlstore import Done, Seed, Store
+from crawlstore.errors import TransactionConflict
 
 from .redis import Deployment, Servers
 from .suite import Plan, Progress, Row, Table, alternate, markdown, stamp, write_json
@@ -40,7 +42,16 @@ class Shape:
     rounds: int
 
 
+#: Client counts given on the command line (``--clients``), else the mode's.
+_CLIENTS: tuple[int, ...] | None = None
+
+
 def shape(plan: Plan) -> Shape:
+    got = _shape(plan)
+    return got if _CLIENTS is None else Shape(_CLIENTS, got.seconds, got.fetch, got.rounds)
+
+
+def _shape(plan: Plan) -> Shape:
     if plan.mode == "smoke":
         return Shape((1, 2), 1.0, 0.01, 1)
     if plan.mode == "quick":
@@ -64,6 +75,9 @@ class Client:
     units: int = 0
     waits: tuple[float, ...] = ()
     pops: tuple[float, ...] = ()
+    #: A store in partitions: units committed with writes, units that conflicted.
+    commits: int = 0
+    conflicts: int = 0
     error: str = ""
 
 
@@ -118,15 +132,23 @@ def crawl(store: Store, frontier: Any, cid: int, seconds: float, fetch: float) -
             old = seen or [r.seed.url for r in got] * NEW  # known: refused by new_only
             links = [Seed.get(u) for u in new + old[: len(new)]]
             t0 = time.monotonic()
-            with store.transaction():
-                frontier.report_many([Done(r.seed) for r in got])
-                admitted = frontier.push_many(links, new_only=True)
+            while True:  # (a store in partitions: a transaction that conflicted wrote nothing)
+                try:
+                    with store.transaction():
+                        frontier.report_many([Done(r.seed) for r in got])
+                        admitted = frontier.push_many(links, new_only=True)
+                    break
+                except TransactionConflict:
+                    pass
             waits.append(time.monotonic() - t0)
             if sum(map(bool, admitted)) != len(new):
                 raise RuntimeError(f"{sum(map(bool, admitted))} links admitted of {len(new)}")
             seen, pages = new, pages + len(got)
+        storage = store._storage
         return Client(pages, start, time.monotonic(), time.process_time() - cpu, sent[0],
-                      2 * len(waits), tuple(waits), tuple(pops))  # fmt: skip
+                      2 * len(waits), tuple(waits), tuple(pops),
+                      commits=getattr(storage, "commits", 0),
+                      conflicts=getattr(storage, "conflicts", 0))  # fmt: skip
 
 
 def _client(url: str, cid: int, seconds: float, fetch: float, barrier: Any, results: Any) -> None:
@@ -139,7 +161,10 @@ def _client(url: str, cid: int, seconds: float, fetch: float, barrier: Any, resu
         results.put(got)
     except BaseException as exc:
         barrier.abort()
-        results.put(Client(error=f"{type(exc).__name__}: {exc}"))
+        where = traceback.extract_tb(exc.__traceback__)[-3:]
+        results.put(
+            Client(error=f"{type(exc).__name__}: {exc} (at {traceback.format_list(where)})")
+        )
 
 
 #: The store layouts compared: today's (every unit under the store lock) and format 2 (each
@@ -186,6 +211,10 @@ def run(dep: Deployment, clients: int, shared: bool, ns: str, seconds: float,
     return got
 
 
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else ""
+
+
 def _ms(values: list[float], *quantiles: float) -> str:
     ordered = sorted(values)
     if not ordered:
@@ -195,7 +224,8 @@ def _ms(values: list[float], *quantiles: float) -> str:
 
 
 COLUMNS = ["clients", "vs P=1", "pages a client, min-max", "unit wait ms p50 / p99 / max",
-           "pop_many ms p50 / max", "round trips a unit", "client CPU ms a page"]  # fmt: skip
+           "pop_many ms p50 / max", "round trips a unit", "client CPU ms a page",
+           "conflicts a commit"]  # fmt: skip
 
 
 def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str, str],
@@ -248,6 +278,9 @@ def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str,
             "pop_many ms p50 / max": _ms([w for c in got for w in c.pops], 0.5),
             "round trips a unit": f"{sum(c.trips for c in got) / sum(c.units for c in got):.1f}",
             "client CPU ms a page": f"{sum(c.cpu for c in got) / pages * 1000:.2f}",
+            "conflicts a commit": _share(
+                sum(c.conflicts for c in got), sum(c.commits for c in got)
+            ),
         }
     _notes(table, sh)
     return table
@@ -284,7 +317,10 @@ def _notes(table: Table, sh: Shape) -> None:
         "a unit: redis-py's sends (a command or a pipeline) in the processes, counted by "
         "wrapping `send_packed_command`, over the units (2 a batch: the pop and the "
         "transaction; lock polls count). client CPU: `time.process_time()` of the loops, "
-        "summed, over the pages.",
+        "summed, over the pages. conflicts a commit (partitioned): units that found their "
+        "bucket (or a transaction, what it read) changed by another client and ran again, over "
+        "the units committed with writes; a transaction that conflicted is run again by the "
+        "loop (`TransactionConflict`: nothing of it was written).",
         "A 2-core machine runs the server (or the cluster's 6 nodes) and all P clients: at "
         "P=8 the processes compete for CPU in both arrangements, which the own rows measure; "
         "the ratio is what the shared lock costs on top.",
@@ -298,12 +334,19 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("smoke", "quick", "full"):
         mode.add_argument(f"--{name}", action="store_const", const=name, dest="mode")
     parser.add_argument("--out", type=Path, default=Path("."), help="where the results go")
+    parser.add_argument("--where", choices=["standalone", "cluster"], action="append",
+                        help="only these deployments (default: both)")  # fmt: skip
+    parser.add_argument("--clients", help="client counts, comma-separated (default: the mode's)")
     args = parser.parse_args(argv)
     plan = Plan.make(args.mode or "default")
+    if args.clients:
+        global _CLIENTS
+        _CLIENTS = tuple(int(n) for n in args.clients.split(","))
     the_stamp = stamp()
     the_stamp["command"][2] = "benchmarks.redis_scaling"
     with Progress() as progress, Servers() as servers:
         deps = {"standalone": servers.standalone, "cluster": servers.cluster}
+        deps = {k: v for k, v in deps.items() if not args.where or k in args.where}
         tables = [scaling_table(plan, deps, servers.why, progress)]
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "results.json", the_stamp, plan, tables)

@@ -64,6 +64,13 @@ class CorruptRecord(CorruptStore):
     """A stored record that does not decode; the message names the table and key."""
 
 
+class TransactionConflict(StoreError):
+    """Another client committed to what this transaction read, on a store whose transactions
+    commit optimistically (Redis in partitions: ``?partitioned=1``); nothing of it was written:
+    run it again. The store's own operations (a push, a pop, a report, a worker's group) run
+    again by themselves; only a caller's ``with store.transaction():`` block sees this."""
+
+
 class PartitionError(CrawlstoreError, RuntimeError):
     """A unit confined to one partition of a partitioned storage reached into another (or
     asked for what only a unit over every partition gives); the message names both."""

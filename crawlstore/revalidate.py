@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
+from . import journal
 from .frontier.base import Frontier
 from .frontier.protocol import Done
 from .seed import Seed
@@ -30,6 +32,7 @@ class Revalidate:
         self.validators = validators
         #: Validators a server sent that could not be kept (a CR or LF, too long, a
         #: Last-Modified that is no date): the page still counts as done, without them.
+        #: Counted when the transaction that reads them commits (at once outside one).
         self.dropped = 0
         self._warned: set[str] = set()
 
@@ -84,7 +87,12 @@ class Revalidate:
         return fresh if 200 <= status < 300 else None
 
     def _dropped(self, seed: Seed, problems: list[str]) -> None:
-        self.dropped += len(problems)
+        count = functools.partial(self._count_dropped, len(problems))
+        txn = journal.current()
+        if txn is None:
+            count()
+        else:  # once the transaction commits: a step run again after a conflict counts once
+            txn.on_commit(count)
         host = parse_http_url(seed.url).hostname
         if host not in self._warned:
             self._warned.add(host)
@@ -95,6 +103,9 @@ class Revalidate:
                 "; ".join(problems),
                 seed.url,
             )
+
+    def _count_dropped(self, n: int) -> None:
+        self.dropped += n
 
     def done(
         self,
@@ -107,11 +118,14 @@ class Revalidate:
     ) -> None:
         """Report ``seed`` done and record its validators, in one transaction. A 304 is
         unchanged; a full answer to a conditional request is changed; otherwise nobody knows."""
-        with frontier.transaction():
+
+        def write() -> None:
             report, validator = self.outcome(seed, status, headers, content_hash=content_hash)
             frontier.report(report)
             if validator is not None:
                 self.validators.put(seed.fingerprint, validator)
+
+        frontier.atomic(write)
 
     def outcome(
         self, seed: Seed, status: int, headers: Headers, *, content_hash: str | None = None

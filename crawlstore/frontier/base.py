@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..clock import Clock
 from ..seed import Seed
@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Frontier", "FrontierCore", "StateMap"]
 
+_T = TypeVar("_T")
+
 
 #: Persisted key/value state a facade keeps in its storage (values must be msgpack-able).
 StateMap = MutableMapping[str, Any]
@@ -97,8 +99,11 @@ class Frontier(ABC):
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         """Offer several seeds in one transaction."""
         batch = check_seeds(seeds)
-        with self.transaction():
+
+        def push() -> list[Admission]:
             return [self.push(seed) for seed in batch]
+
+        return self.atomic(push)
 
     @abstractmethod
     def pop(self) -> Pop:
@@ -135,9 +140,12 @@ class Frontier(ABC):
         batch = list(reports)
         for report in batch:
             check_report(report)
-        with self.transaction():
+
+        def write() -> None:
             for report in batch:
                 self.report(report)
+
+        self.atomic(write)
 
     def extend_lease(self, seed: Seed, seconds: float | None = None) -> Lease:
         """Keep a slow seed in flight ``seconds`` (the crawl's lease time by default) from now;
@@ -153,6 +161,15 @@ class Frontier(ABC):
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         """Group operations into one atomic step; nested use joins the outer one."""
         return self.core.transaction()
+
+    def atomic(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation()`` as one atomic step, as ``transaction()`` does, and return what
+        it returns. Where the storage commits optimistically (Redis in partitions), a step
+        that conflicts with another client's commit wrote nothing, and ``operation`` runs
+        again until one commits: it must have no effect outside the store, or tolerate running
+        twice. Inside an open transaction it joins it, which then commits or conflicts as a
+        whole."""
+        return self.core.atomic(operation)
 
     def stats(self) -> Stats:
         """Counters and gauges."""

@@ -258,6 +258,13 @@ class CoreFrontier(FrontierCore):
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         return self.storage.transaction()
 
+    def atomic(self, operation: Callable[[], _T]) -> _T:
+        """``operation()`` as one transaction of the storage, run again while its commit
+        conflicts with another client's (only a storage that commits optimistically has
+        conflicts); what it returned. Inside an open transaction it joins it: a conflict is
+        then the outer transaction's."""
+        return self.storage.run(operation)
+
     def queue_for(self, seed: Seed) -> str:
         check_seed(seed)
         return self._key_for(self.storage.view(self.existing_crawl) or self._pending, seed)

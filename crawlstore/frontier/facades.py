@@ -118,8 +118,9 @@ class Facade(Frontier):
     ) -> list[Ready]:
         """The core's batch, less what facades took back, topped up while seeds come."""
         check_limit(limit)
-        popped: list[Ready] = []
-        with self.transaction():
+
+        def pop() -> list[Ready]:
+            popped: list[Ready] = []
             while len(popped) < limit:
                 batch = self.core.pop_many(
                     limit - len(popped),
@@ -134,7 +135,9 @@ class Facade(Frontier):
                 popped.extend(kept)
                 if len(kept) == len(batch) or queues is not None:
                     break
-        return popped
+            return popped
+
+        return self.atomic(pop)
 
     def report(self, report: Report) -> None:
         self.inner.report(report)
@@ -162,13 +165,16 @@ class Dedup(Facade):
     def push(self, seed: Seed) -> Admission:
         check_seed(seed)
         fp = seed.fingerprint
-        with self.inner.transaction():
+
+        def push() -> Admission:
             if fp in self.seen:
                 return self.core.refuse(seed, Reason.DUPLICATE)
             admission = self.inner.push(seed)
             if admission:
                 self.seen.insert(fp)
             return admission
+
+        return self.inner.atomic(push)
 
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         """The unseen seeds go inwards as one batch, checked against ``seen`` in one read and
@@ -177,12 +183,13 @@ class Dedup(Facade):
         repeat is pushed after it, on its own (it may differ, in depth say)."""
         seeds = check_seeds(seeds)
         n = len(seeds)
-        results: list[Admission | None] = [None] * n
         fps: list[bytes] = list(map(_FINGERPRINT, seeds))
         # a fingerprint's first index in the batch (a later one overwritten by an earlier one)
         first = dict(zip(reversed(fps), range(n - 1, -1, -1), strict=True))
         repeats = [] if len(first) == n else [i for i, fp in enumerate(fps) if first[fp] != i]
-        with self.inner.transaction():
+
+        def push_batch() -> list[Admission]:
+            results: list[Admission | None] = [None] * n
             order = sorted(first.values())
             found = contains_many(self.seen, fps if not repeats else [fps[i] for i in order])
             fresh = [i for i, known in zip(order, found, strict=True) if not known]
@@ -205,7 +212,9 @@ class Dedup(Facade):
             for i in repeats:
                 if results[i] is None:  # its first copy refused by the inner frontier
                     results[i] = self.push(seeds[i])
-        return [r for r in results if r is not None]
+            return [r for r in results if r is not None]
+
+        return self.inner.atomic(push_batch)
 
 
 class _Gate(Facade):
@@ -225,12 +234,15 @@ class _Gate(Facade):
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         seeds = check_seeds(seeds)
         reasons = [self.refusal(seed) for seed in seeds]
-        with self.inner.transaction():
+
+        def push() -> list[Admission]:
             passed = iter(
                 self.inner.push_many([s for s, r in zip(seeds, reasons, strict=True) if r is None])
             )
             refused = iter(self.core.refuse_many([r for r in reasons if r is not None]))
             return [next(passed) if r is None else next(refused) for r in reasons]
+
+        return self.inner.atomic(push)
 
 
 class Filter(_Gate):
@@ -371,9 +383,12 @@ class TagBackoff(Facade):
             self.inner.report(report)
             return
         key = tag_name(report.tag) or _UNTAGGED
-        with self.inner.transaction():
+
+        def pause() -> None:
             if report.until > self.pauses.get(key, float("-inf")):
                 self.pauses[key] = report.until
+
+        self.inner.atomic(pause)
 
     def _taken_back(self, ready: Ready) -> bool:
         key = ready.seed.tag or _UNTAGGED

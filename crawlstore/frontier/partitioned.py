@@ -101,6 +101,8 @@ def push_many(core: CoreFrontier, batch: list[Seed], new_only: bool) -> list[Adm
     groups: dict[int, list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(storage.partition_of(crawl, key), []).append(i)
+    if len(groups) > 1:  # (read ahead for every partition's unit at once)
+        storage.prefetch(crawl, [seed.fingerprint for seed in batch], keys)
     units: list[tuple[int, Callable[[], list[Admission]]]] = []
     for p, indexes in groups.items():
 
@@ -193,19 +195,22 @@ def report_many(core: CoreFrontier, todo: list[SeedReport]) -> None:
         storage.run(lambda: core._report_unit(todo))  # (none to report: the crawl is made)
         return
     groups: dict[int, list[SeedReport]] = {}
-    tokens = set()
+    seen_tokens = set()
     for report in todo:
         lease = report.seed.lease
         p = storage.lease_partition(crawl, lease.token) if lease is not None else None
         if lease is None or p is None:
             core._lease_of(crawl, report.seed)  # raises NotInFlight, naming why
             continue
-        if lease.token in tokens:
+        if lease.token in seen_tokens:
             raise NotInFlight("a seed is reported twice in one report_many")
-        tokens.add(lease.token)
+        seen_tokens.add(lease.token)
         groups.setdefault(p, []).append(report)
     if not groups:
         storage.run(lambda: core._report_unit([]))  # (creates the crawl, as a report does)
+    if len(groups) > 1:  # (read ahead for every partition's unit at once)
+        tokens = [r.seed.lease.token for r in todo if r.seed.lease is not None]
+        storage.prefetch(crawl, [r.seed.fingerprint for r in todo], (), tokens)
     units: list[tuple[int, Callable[[], None]]] = []
     for p, reports in groups.items():
 

@@ -63,13 +63,16 @@ class Revisits(Facade):
         if not isinstance(report, (Done, Failed, Retry)):
             self.inner.report(report)
             return
-        with self.inner.transaction():
+
+        def write() -> None:
             interval = self.interval_of(report.seed, report)
             if interval is None:
                 self.inner.report(report)
                 return
             self.inner.report(report)
             self.core.schedule(report.seed.with_attempt(1), self.clock() + interval, kind="revisit")
+
+        self.inner.atomic(write)
 
     def pop(self) -> Pop:
         popped = self.inner.pop()

@@ -554,7 +554,10 @@ class Storage(Protocol):
                  tokens: Sequence[bytes] = ()) -> None:  # fmt: skip
         """Read ahead what the unit reads next: these URLs, these queues with their entries,
         leases and schedule, and the leases of these tokens. A storage whose reads are round
-        trips (a server) reads them at once; the others do nothing."""
+        trips (a server) reads them at once; the others do nothing. A storage in partitions
+        is also called outside any unit, before the units of a batch run on their partitions:
+        it may read ahead for all of them at once (a hint: each unit still reads what it
+        needs, and what it was given ahead is checked when it commits)."""
 
     def find_urls(self, crawl: CrawlRecord, fps: Sequence[bytes],
                   queues: Sequence[str]) -> list[UrlRecord | None]:  # fmt: skip

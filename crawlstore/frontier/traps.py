@@ -207,7 +207,8 @@ class AvoidTraps(Facade):
     def push(self, seed: Seed) -> Admission:
         check_seed(seed)
         shape = url_shape(seed.url)
-        with self.inner.transaction():
+
+        def push() -> Admission:
             if f"{shape.prefix}\x00b" not in self._traps:
                 urls = (self._traps.get(shape.prefix) or {}).get("urls", 0)
                 reason = self._over(shape, seed)
@@ -217,18 +218,26 @@ class AvoidTraps(Facade):
             self._refused(shape.prefix)
             return self.core.refuse(seed, Reason.TRAP)
 
+        return self.inner.atomic(push)
+
     def push_many(self, seeds: Iterable[Seed]) -> list[Admission]:
         batch = check_seeds(seeds)
-        with self.inner.transaction():
+
+        def push() -> list[Admission]:
             return [self.push(seed) for seed in batch]
+
+        return self.inner.atomic(push)
 
     def _taken_back(self, ready: Ready) -> bool:
         prefix = url_shape(ready.seed.url).prefix
         if f"{prefix}\x00b" not in self._traps:
             return False
-        with self.inner.transaction():
+
+        def skip() -> None:
             self.inner.report(Skipped(ready.seed, reason="trap"))
             self._refused(prefix)
+
+        self.inner.atomic(skip)
         return True
 
     # -- inspection -----------------------------------------------------------------------------
@@ -248,11 +257,14 @@ class AvoidTraps(Facade):
 
     def unblock(self, prefix: str) -> bool:
         """Let a prefix through again, with fresh budgets; False when it was not blocked."""
-        with self.inner.transaction():
+
+        def unblock() -> bool:
             if self._traps.pop(f"{prefix}\x00b", None) is None:
                 return False
             self._logged.discard(prefix)
             return True
+
+        return self.inner.atomic(unblock)
 
 
 def _bloom_add(bits: bytearray, digest: bytes) -> bool:

@@ -8,10 +8,12 @@ unit is durable when its future resolves (``Worker``) or its ``await`` returns
 (``AsyncWorker``); what a unit returns (the links' admissions) arrives then too.
 
 Each unit stays atomic: one that raises is rolled back alone (the group is run again without
-it) and its caller gets the exception. Seeds are leased ahead (``prefetch``), through the
-frontier's own ``pop_many``, so politeness holds: a prefetched seed counts as popped for its
-queue's delay and in-flight cap. A killed process loses only the units not yet committed; the
-seeds of those pages come back through their leases.
+it) and its caller gets the exception. A group whose commit conflicts with another client's (a
+store that commits optimistically: Redis in partitions) wrote nothing, and runs again whole.
+Seeds are leased ahead (``prefetch``), through the frontier's own ``pop_many``, so politeness
+holds: a prefetched seed counts as popped for its queue's delay and in-flight cap. A killed
+process loses only the units not yet committed; the seeds of those pages come back through
+their leases.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import asyncio
 import collections
 import logging
 import operator
+import random
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -28,7 +31,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..errors import InvalidArgument, StoreError, StoreFull
+from ..errors import InvalidArgument, StoreError, StoreFull, TransactionConflict
 from ..seed import Seed
 from .protocol import Admission, Backoff, Cancelled, Ready, Report, Wait, check_limit, check_report
 
@@ -41,6 +44,11 @@ __all__ = ["AsyncWorker", "Worker"]
 
 _T = TypeVar("_T")
 log = logging.getLogger("crawlstore.worker")
+
+#: A group whose commit conflicts with another client's (a store that commits optimistically)
+#: runs again after a random pause of up to ``_PAUSE`` seconds, doubling to ``_MAX_PAUSE``;
+#: after ``_CONFLICTS`` conflicts in a row its callers get a ``StoreError``.
+_PAUSE, _MAX_PAUSE, _CONFLICTS = 0.0005, 0.05, 200
 
 
 def _checked(function: Callable[[], _T]) -> Callable[[], _T]:
@@ -476,6 +484,7 @@ class Worker:
         frontier = self.frontier
         runs = _segments(units)
         grown = False
+        conflicts, pause = 0, _PAUSE
         while True:
             results: list[tuple[_Unit[Any], Any]] = []
             got: list[Ready] = []
@@ -488,12 +497,16 @@ class Worker:
                             for run in runs:
                                 pages = [unit.page for unit in run if unit.page is not None]
                                 results += zip(run, self._write_pages(pages), strict=True)
+                        except TransactionConflict:
+                            raise  # the group's, not a page's
                         except Exception as exc:
                             raise _Unfused from exc
                     else:
                         for unit in units:
                             try:
                                 results.append((unit, unit.run()))
+                            except TransactionConflict:
+                                raise  # the group's, not the unit's
                             except Exception as exc:
                                 raise _Failed(unit, exc) from exc
                     if want:
@@ -516,6 +529,16 @@ class Worker:
                 with self._cond:
                     if failed.unit.token is not None:
                         self._held.discard(failed.unit.token)
+                continue
+            except TransactionConflict as exc:  # another client's commit: nothing was written
+                conflicts += 1
+                if conflicts > _CONFLICTS:
+                    self._fail_group(units, StoreError(
+                        f"a group commit conflicted with other clients' {_CONFLICTS} times: "
+                        f"{exc}"))  # fmt: skip
+                    return
+                time.sleep(random.uniform(0, pause))  # the group again, after a little while
+                pause = min(pause * 2, _MAX_PAUSE)
                 continue
             except StoreFull as exc:  # the group outgrew the map, which grew: once more
                 if grown:

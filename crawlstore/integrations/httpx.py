@@ -32,7 +32,7 @@ from ..url import parse_http_url
 from ..validators import Validator
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
     import httpx
 
@@ -197,6 +197,20 @@ def plan_response(
     return Plan(outcome, report, tuple(links))
 
 
+class _Kept:
+    """The items of an iterable, taken from it when first iterated and kept: iterated again,
+    the same items (an iterator given once serves every run of a step)."""
+
+    def __init__(self, items: Iterable[Seed]) -> None:
+        self._items: Iterable[Seed] = items
+        self._kept: tuple[Seed, ...] | None = None
+
+    def __iter__(self) -> Iterator[Seed]:
+        if self._kept is None:
+            self._kept = tuple(self._items)
+        return iter(self._kept)
+
+
 def report_response(
     frontier: Frontier,
     seed: Seed,
@@ -212,9 +226,11 @@ def report_response(
     A ``Retry-After`` on a 429 or 503 also pauses the seed's queue until then, so other hosts
     go on (with per-host queues: on a storage with one queue only the seed waits). ``Retry``
     needs ``retry()`` on the frontier, or the seed fails."""
-    with frontier.transaction():
+    kept = _Kept(links)  # a step run again after a conflict pushes the same links
+
+    def write() -> Outcome:
         plan = plan_response(seed, response, now=frontier.clock(), revalidate=revalidate,
-                             links=links)  # fmt: skip
+                             links=kept)  # fmt: skip
         if plan.pause_until is not None:
             frontier.pause_queue(seed, plan.pause_until)
         frontier.report(plan.report)
@@ -222,4 +238,6 @@ def report_response(
             revalidate.validators.put(seed.fingerprint, plan.validator)
         if plan.links:
             frontier.push_many(plan.links)
-    return plan.outcome
+        return plan.outcome
+
+    return frontier.atomic(write)

@@ -107,7 +107,7 @@ class _ScrapyDedup(Facade):
         return self.push_keyed([(seed, None, False) for seed in seeds])
 
     def push_keyed(self, batch: list[_Batched]) -> list[Admission]:
-        with self.inner.transaction():
+        def push() -> tuple[list[Admission | None], int, int]:
             checked = [key for _, key, check in batch if check and key is not None]
             known = {k for k, hit in zip(checked, contains_many(self.seen, checked),
                                          strict=True) if hit}  # fmt: skip
@@ -129,8 +129,11 @@ class _ScrapyDedup(Facade):
             recorded = [key for i in fresh  # dont_filter ones too: seen from now
                         if results[i] and (key := batch[i][1]) is not None]  # fmt: skip
             insert_many(self.seen, recorded)
-        self.filtered += len(duplicates)
-        self.stored += sum(1 for admission in admitted if admission)
+            return results, len(duplicates), sum(1 for admission in admitted if admission)
+
+        results, filtered, stored = self.inner.atomic(push)
+        self.filtered += filtered
+        self.stored += stored
         return [result for result in results if result is not None]
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import logging
 import queue
+import random
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
+
+from ..errors import TransactionConflict
 
 _T = TypeVar("_T")
 log = logging.getLogger("crawlstore.urlfrontier")
@@ -18,11 +22,15 @@ log = logging.getLogger("crawlstore.urlfrontier")
 Job = tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]]
 
 _STOP: Any = object()
+#: Times a group whose transaction conflicted (a store in partitions on Redis: nothing was
+#: written) is written again before its jobs fail.
+_CONFLICTS = 200
 
 
 class Committer:
     """Writes, grouped: each transaction holds the jobs waiting when it starts, up to
-    ``group``. A job that raises fails alone: the group is written again without it."""
+    ``group``. A job that raises fails alone: the group is written again without it; a group
+    whose transaction conflicted is written again whole."""
 
     def __init__(
         self,
@@ -87,27 +95,41 @@ class Committer:
                 return
 
     def _write(self, jobs: list[Job]) -> None:
-        results: list[Any] = []
-        failed: int | None = None
-        try:
-            with self._transaction():
-                for i, (run, _) in enumerate(jobs):
-                    failed = i
-                    results.append(run())
-                failed = None
-        except BaseException as exc:
-            if len(jobs) == 1:
-                jobs[0][1](None, exc)
+        pause = 0.0005
+        for attempt in range(_CONFLICTS):
+            results: list[Any] = []
+            failed: int | None = None
+            try:
+                with self._transaction():
+                    for i, (run, _) in enumerate(jobs):
+                        failed = i
+                        results.append(run())
+                    failed = None
+            except TransactionConflict as exc:  # nothing was written: the group again
+                if attempt + 1 < _CONFLICTS:
+                    time.sleep(random.uniform(0, pause))
+                    pause = min(pause * 2, 0.05)
+                    continue
+                self._failed(jobs, None, exc)
                 return
-            if failed is None:  # the commit itself failed: every job on its own
-                for job in jobs:
-                    self._write([job])
+            except BaseException as exc:
+                self._failed(jobs, failed, exc)
                 return
-            log.debug("a write failed in a group; writing the group again without it")
-            jobs[failed][1](None, exc)
-            for part in (jobs[:failed], jobs[failed + 1 :]):
-                if part:
-                    self._write(part)
+            for (_, done), result in zip(jobs, results, strict=True):
+                done(result, None)
             return
-        for (_, done), result in zip(jobs, results, strict=True):
-            done(result, None)
+
+    def _failed(self, jobs: list[Job], failed: int | None, exc: BaseException) -> None:
+        """A group that did not commit: job ``failed`` raised (None: the commit did)."""
+        if len(jobs) == 1:
+            jobs[0][1](None, exc)
+            return
+        if failed is None:  # the commit itself failed: every job on its own
+            for job in jobs:
+                self._write([job])
+            return
+        log.debug("a write failed in a group; writing the group again without it")
+        jobs[failed][1](None, exc)
+        for part in (jobs[:failed], jobs[failed + 1 :]):
+            if part:
+                self._write(part)

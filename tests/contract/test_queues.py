@@ -57,8 +57,10 @@ def test_delay_between_pops_of_one_queue(store: Store, clock: ManualClock) -> No
     f = store.frontier("fifo", queues="host", delay=2.0, max_in_flight=None)
     f.push_many([page("a.com", "1"), page("a.com", "2"), page("b.com", "3")])
     start = clock()
-    assert host_of(f.pop()) == "a.com"
-    assert host_of(f.pop()) == "b.com"
+    hosts = [host_of(f.pop()), host_of(f.pop())]
+    if not ordered_across_queues(f):  # across partitions: the two queues in their turns
+        hosts.sort()
+    assert hosts == ["a.com", "b.com"]
     assert f.pop() == Wait(start + 2.0)
     clock.advance(2.0)
     assert path_of(f.pop()) == "2"
@@ -86,7 +88,10 @@ def test_custom_queue_key(store: Store) -> None:
     f.push_many([page("a.com", "1").with_tag("x"), page("b.com", "2").with_tag("x"),
                  page("c.com", "3")])  # fmt: skip
     assert f.queue_for(page("z.com", "q").with_tag("x")) == "x"
-    assert [path_of(f.pop()) for _ in range(3)] == ["1", "3", "2"]
+    paths = [path_of(f.pop()) for _ in range(3)]
+    if not ordered_across_queues(f):  # across partitions: the two queues in their turns
+        paths[:2] = sorted(paths[:2])  # type: ignore[type-var]
+    assert paths == ["1", "3", "2"]
 
 
 def test_politeness_state_survives_a_reopen(tmp_path, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]

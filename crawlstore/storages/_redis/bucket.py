@@ -28,20 +28,21 @@ from __future__ import annotations
 import os
 from typing import Any, NoReturn
 
-from ...errors import StoreError
+from ...errors import StoreError, TransactionConflict
 from .server import Call, Server
 from .unit import CACHE_LIMIT, Cache, CachedUnit, Saved
 
-__all__ = ["BucketUnit", "Conflict", "commit_many", "hash_tag"]
+__all__ = ["BucketUnit", "Conflict", "WideUnit", "commit_all", "commit_many", "hash_tag"]
 
 #: The expected version of a unit that read nothing from the server: its writes hold whatever
 #: the bucket's version (``library.lua``).
 ANY = b"*"
 
 
-class Conflict(Exception):
+class Conflict(TransactionConflict):
     """The bucket's version moved since the unit read it: nothing was written; run the unit
-    again."""
+    again. A ``TransactionConflict``, so that code between a read inside a transaction and the
+    transaction's end (a worker's group) tells it from a failure of its own."""
 
     def __init__(
         self, message: str, key: bytes = b"", expected: bytes = b"", found: bytes = b""
@@ -255,3 +256,54 @@ def commit_many(server: Server, units: list[BucketUnit]) -> list[bool]:
     if failure is not None:
         raise failure
     return results
+
+
+class WideUnit(BucketUnit):
+    """A unit over keys of any hash tag, versioned by one key (the store's epoch): on one
+    server only, where one call reaches every key (``commit_all``)."""
+
+    def _own(self, key: bytes, what: str) -> None:
+        if self.server.address.cluster:
+            raise StoreError(f"{self.server.address}: a unit over several slots needs one server")
+
+
+def commit_all(server: Server, units: list[BucketUnit]) -> None:
+    """Commit these units (of different version keys) at once, or none of them: one call on
+    one server (``cs_commit_all``). A unit that read from the server and wrote nothing is
+    checked, not written. ``Conflict`` (every unit's writes and cache dropped) when a version
+    moved since its unit read under it."""
+    taking = [u for u in units if u.writes or u.version is not None]
+    if not any(u.writes for u in taking):
+        for unit in taking:
+            unit._done()
+        return
+    news = [os.urandom(8).hex().encode() if u.writes else b"" for u in taking]
+    ops = [op for u in taking for op in u._all_writes()]
+    data, args = CachedUnit._flat(ops, start=len(taking) + 1)
+    expected = [ANY if u.version is None else u.version for u in taking]
+    keys = [u.version_key for u in taking]
+    try:
+        reply = server.send([("cs_commit_all", [*keys, *data],
+                              [len(taking), *expected, *news, *args])])[0]  # fmt: skip
+    except BaseException:
+        for unit in taking:
+            unit._drop()
+        raise
+    if reply[0] != 1:
+        moved = taking[int(reply[1]) - 1]
+        for unit in taking:
+            if unit is not moved:
+                unit._drop()
+                unit._version = None
+        moved._conflict(reply[2])
+    for unit, new in zip(taking, news, strict=True):
+        if new:
+            unit._version = unit.cache.epoch = new
+        unit._done()
+    if server.address.strict:
+        try:
+            server.wait_replicas({None})
+        except BaseException:
+            for unit in taking:
+                unit.cache.clear()
+            raise

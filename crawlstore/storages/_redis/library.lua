@@ -162,6 +162,29 @@ local function commit_v(keys, args)
   return {1}
 end
 
+-- One server holds every key (a standalone Redis): several units, each with its version key,
+-- committed at once or not at all. KEYS: the n version keys, then the data keys. ARGV: n, the
+-- n versions the units read under ('*': any), the n new ones ('': the version stays: a unit
+-- that wrote nothing, checked only), then the writes (keys indexed from n + 1).
+-- {1} when written; {0, i, found} when the i-th version moved (nothing written).
+local function commit_all(keys, args)
+  local n = tonumber(args[1])
+  for i = 1, n do
+    local found = redis.call('GET', keys[i]) or ''
+    if args[1 + i] ~= '*' and found ~= args[1 + i] then
+      return {0, i, found}
+    end
+  end
+  local err = apply_ops(keys, args, 2 + 2 * n)
+  if err then return err end
+  for i = 1, n do
+    if args[1 + n + i] ~= '' then
+      redis.call('SET', keys[i], args[1 + n + i])
+    end
+  end
+  return {1}
+end
+
 redis.register_function{function_name='cs_version', callback=version, flags={'no-writes'}}
 -- Taking, extending and releasing the lock work on a full node, so that reads and releases do.
 redis.register_function{function_name='cs_acquire', callback=acquire, flags={'allow-oom'}}
@@ -169,5 +192,6 @@ redis.register_function('cs_apply', apply)
 redis.register_function('cs_commit', commit)
 redis.register_function('cs_journal', journal)
 redis.register_function('cs_commit_v', commit_v)
+redis.register_function('cs_commit_all', commit_all)
 redis.register_function{function_name='cs_extend', callback=extend, flags={'allow-oom'}}
 redis.register_function{function_name='cs_release', callback=release, flags={'allow-oom'}}

@@ -17,6 +17,7 @@ whole every ``SWEEP`` seconds: a lost or late hint only delays).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import heapq
 import itertools
@@ -27,28 +28,41 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ... import journal
-from ...errors import CorruptRecord, PartitionError, ReadOnlyStore, StoreError
+from ...errors import (
+    CorruptRecord,
+    PartitionError,
+    ReadOnlyStore,
+    StoreError,
+    TransactionConflict,
+)
 from ...frontier.policy import DEFAULTS, Defaults
 from ...frontier.spi import CrawlRecord, Entry, LeaseRecord, QueueRecord, Slot, UrlRecord
 from ...url import FINGERPRINT_VERSION, Fingerprint
 from .._records import ms_up
-from .bucket import BucketUnit, Conflict, commit_many
+from .bucket import BucketUnit, Conflict, WideUnit, commit_all, commit_many
 from .keys import (
     CLAIMS,
     CRAWLS,
     DUE,
+    ENTRIES,
+    EPOCH,
     EVENTS,
+    EXPIRIES,
     LEASES,
+    LOADS,
     MEMBERS,
     META,
     QUEUE_KEYS,
+    QUEUES,
+    SCHEDULE,
     TOTALS,
     URLS,
     VERSION,
+    WAKES,
 )
 from .routed import RoutedUnit
 from .server import Server
-from .storage import FORMAT_VERSION, RedisStorage, _unpack
+from .storage import FORMAT_VERSION, RedisStorage, unpack_record
 from .unit import Cache, CachedUnit, Unit
 
 __all__ = ["PARTITIONED_FORMAT", "PartitionedRedisStorage"]
@@ -87,7 +101,10 @@ class PartitionedRedisStorage(RedisStorage):
         self._routed: RoutedUnit | None = None  # the unit of the transaction over every bucket
         self._held_claims: dict[bytes, list[tuple[bytes, bytes, bytes]]] = {}
         self._swept: dict[int, float] = {}
-        self._turn = itertools.count(random.randrange(1 << 16))
+        self._turns: dict[int, int] = {}  # the bucket each crawl's last pop started at
+        #: Units committed with writes, and units that conflicted (each ran again, but a
+        #: caller's transaction), since the store was opened: what the benchmarks report.
+        self.commits = self.conflicts = 0
         super().__init__(server, readonly=readonly, fingerprint=fingerprint)
         self.capabilities = replace(self.capabilities, partitions=self.buckets)
 
@@ -98,18 +115,29 @@ class PartitionedRedisStorage(RedisStorage):
 
     @contextlib.contextmanager
     def _write(self, *, discard: bool = False) -> Iterator[None]:
-        """A unit over every bucket, under the store's lock. It reads bucket keys from the
-        server, not from a cache kept across units (the buckets' commits do not move the
-        store's epoch). The units on buckets run inside it are held until it commits, then
-        committed each on its bucket (``_commit_held``); meanwhile its reads of their buckets
-        go through them (``RoutedUnit``). One that raises leaves no trace in any bucket."""
+        """A unit over every bucket (a transaction). It reads bucket keys from the server, not
+        from a cache kept across units. The units on buckets run inside it are held until it
+        commits; meanwhile its reads of their buckets go through them (``RoutedUnit``). One
+        that raises leaves no trace in any bucket.
+
+        On one server it takes no lock: its reads of keys of no held bucket are checked
+        against the store's epoch, and it commits with its held units in one call, all or
+        nothing (``commit_all``), or raises ``TransactionConflict`` (``run`` runs it again).
+        On a cluster it holds the store's lock, and its held units commit after it, each on
+        its bucket (``_commit_held``)."""
         if journal.check_owner(self._owner, self):
             yield  # joined: the outer unit commits
             return
+        wide = not self.server.address.cluster
         with self._lock:
             self._cache.clear()
-            store = Unit(self.server, self._cache, self.tag)
-            store.begin()
+            store: CachedUnit
+            if wide:
+                store = WideUnit(self.server, self._cache, self.tag + EPOCH)
+                store.begin()
+            else:
+                store = Unit(self.server, self._cache, self.tag)
+                store.begin()
             routed = self._routed = RoutedUnit(store, self._held)
             self._owner, self._unit = journal.owner(), routed
             dry, self._dry = self._dry, discard
@@ -124,8 +152,17 @@ class PartitionedRedisStorage(RedisStorage):
                 else:
                     if store.writes:  # the crawls' records and the defaults may move
                         self._records.clear()
-                    store.commit()
+                    if isinstance(store, WideUnit):
+                        self._commit_wide(store)
+                    else:
+                        store.commit()
                     committed = True
+            except Conflict as exc:
+                self.conflicts += 1
+                store.abort()
+                raise TransactionConflict(
+                    f"{exc}: the transaction wrote nothing; run it again"
+                ) from exc
             except BaseException:
                 if not committed:
                     store.abort()
@@ -138,12 +175,122 @@ class PartitionedRedisStorage(RedisStorage):
                 journal.end(opened, commit=committed)
             self._commit_held()
 
+    def _commit_wide(self, store: WideUnit) -> None:
+        """Commit a transaction on one server: its own writes and its held units', at once."""
+        held, claims = dict(self._held), dict(self._held_claims)
+        heads = {tag: self._head_of(unit, tag) for tag, unit in held.items() if unit.writes}
+        commit_all(self.server, [store, *held.values()])
+        self.commits += 1
+        self._held.clear()
+        self._held_claims.clear()
+        self._hints({tag: (head, claims.get(tag, [])) for tag, head in heads.items()})
+
+    def run(self, operation: Callable[[], _T]) -> _T:
+        """``operation`` as one transaction, run again while it conflicts (when it is not
+        part of an outer one, which conflicts as a whole)."""
+        if journal.check_owner(self._owner, self):
+            return super().run(operation)
+        pause = 0.0005
+        for _ in range(RETRIES):
+            try:
+                return super().run(operation)
+            except TransactionConflict:
+                time.sleep(random.uniform(0, pause))
+                pause = min(pause * 2, 0.05)
+        raise StoreError(f"{self.server.address}: a transaction conflicted with other clients' "
+                         f"{RETRIES} times")  # fmt: skip
+
+    view = run
+
     def scratch(self, operation: Callable[[], _T]) -> _T:
         dry, self._dry = self._dry, True
         try:
             return super().scratch(operation)
         finally:
             self._dry = dry
+
+    def prefetch(self, crawl: CrawlRecord, fps: Sequence[bytes], queues: Sequence[str],
+                 tokens: Sequence[bytes] = ()) -> None:  # fmt: skip
+        """In a unit on a bucket, read ahead there. Outside one (the core, before it runs a
+        batch's units on their buckets), warm the caches of every bucket the batch reaches in
+        one pipeline: each bucket's version read before and after its keys, kept only when
+        the two agree, so that the bucket's unit starts on them and its commit checks them."""
+        if self._scope is not None:
+            super().prefetch(crawl, fps, queues, tokens)
+            return
+        unknown = [fp for fp in fps if fp not in self._known_claims]
+        for fp, key in zip(unknown, self.claimed(crawl, unknown) if unknown else [], strict=True):
+            if key is not None:
+                self._known_claims[fp] = key
+        fields: dict[bytes, dict[bytes, list[bytes]]] = {}
+        sets: dict[bytes, list[bytes]] = {}
+
+        def want(tag: bytes, key: bytes, field: bytes) -> None:
+            fields.setdefault(tag, {}).setdefault(key, []).append(field)
+
+        claims = [self._known_claims.get(fp) for fp in fps]
+        for key in dict.fromkeys([*queues, *(k for k in claims if k is not None)]):
+            tag = self._queue_bucket(crawl, key)
+            want(tag, tag + QUEUES, key.encode("utf-8", "surrogatepass"))
+            sets.setdefault(tag, []).extend(
+                self._qkey(crawl, key, kind) for kind in (ENTRIES, EXPIRIES, SCHEDULE)
+            )
+        for fp, key in zip(fps, claims, strict=True):
+            if key is not None:
+                tag = self._queue_bucket(crawl, key)
+                want(tag, tag + URLS, bytes(fp))
+        for token in tokens:
+            bucket = self._token_bucket(token)
+            if bucket is not None:
+                tag = self.bucket_tag(crawl, bucket)
+                want(tag, tag + LEASES, token)
+        self._warm(fields, sets)
+
+    def _warm(self, fields: dict[bytes, dict[bytes, list[bytes]]],
+              sets: dict[bytes, list[bytes]]) -> None:  # fmt: skip
+        """Read these hash fields and sorted sets (and each bucket's totals and index) into
+        the buckets' caches, in one pipeline (buckets a transaction holds are left alone)."""
+        tags = [t for t in dict.fromkeys([*fields, *sets]) if t not in self._held]
+        commands: list[tuple[Any, ...]] = []
+        plans: list[tuple[bytes, list[tuple[str, bytes, list[bytes]]]]] = []
+        for tag in tags:
+            plan: list[tuple[str, bytes, list[bytes]]] = [("H", tag + TOTALS, [])]
+            plan += [("F", key, names) for key, names in fields.get(tag, {}).items()]
+            index = [tag + kind for kind in (EVENTS, LOADS, WAKES, QUEUE_KEYS)]
+            plan += [("Z", key, []) for key in dict.fromkeys([*index, *sets.get(tag, [])])]
+            commands.append(("GET", tag + VERSION))
+            for kind, key, names in plan:
+                if kind == "H":
+                    commands.append(("HGETALL", key))
+                elif kind == "F":
+                    commands.append(("HMGET", key, *names))
+                else:
+                    commands.append(CachedUnit.whole_read(key))
+            commands.append(("GET", tag + VERSION))
+            plans.append((tag, plan))
+        if not commands:
+            return
+        replies = iter(self.server.read(commands))
+        for tag, plan in plans:
+            before = next(replies) or b""
+            got = [next(replies) for _ in plan]
+            if (next(replies) or b"") != before:
+                continue  # a commit came between: the bucket's unit reads for itself
+            cache = self._caches.get(tag)
+            if cache is None:
+                cache = self._caches[tag] = Cache()
+            if cache.epoch != before or cache.disturbed != self.server.disturbed:
+                cache.clear()
+                cache.epoch, cache.disturbed = before, self.server.disturbed
+            reader = CachedUnit(self.server, cache)
+            for (kind, key, names), reply in zip(plan, got, strict=True):
+                if kind == "H":
+                    cache.fields[key] = dict(reply)
+                    cache.whole.add(key)
+                elif kind == "F":
+                    cache.fields.setdefault(key, {}).update(zip(names, reply, strict=True))
+                else:
+                    reader.loaded(key, reply)
 
     def prefetch_fields(self, wanted: dict[bytes, list[bytes]], sets: Sequence[bytes] = ()) -> None:
         if self._scope is not None:  # (over every bucket: each key read when asked for)
@@ -165,9 +312,8 @@ class PartitionedRedisStorage(RedisStorage):
         heads = {tag: self._head_of(unit, tag) for tag, unit in held.items()}
         done = commit_many(self.server, list(held.values()))
         refused = [tag for tag, ok in zip(held, done, strict=True) if not ok]
-        for tag, ok in zip(held, done, strict=True):
-            if ok:
-                self._hint(tag, heads[tag], claims.get(tag, []))
+        self._hints({tag: (heads[tag], claims.get(tag, []))
+                     for tag, ok in zip(held, done, strict=True) if ok})  # fmt: skip
         if refused:
             raise StoreError(
                 f"{self.server.address}: another client changed bucket(s) "
@@ -237,9 +383,12 @@ class PartitionedRedisStorage(RedisStorage):
                 head = self._head(tag)
                 if self.readonly and unit.writes:
                     raise ReadOnlyStore(f"{self.server.address} was opened read-only")
+                wrote = bool(unit.writes)
                 unit.commit()
+                self.commits += wrote
                 committed = True
             except Conflict:
+                self.conflicts += 1
                 self._records.clear()  # (the crawl may be gone: read its record again)
             except BaseException:
                 unit.abort()
@@ -316,7 +465,12 @@ class PartitionedRedisStorage(RedisStorage):
                 buckets.append(bucket)
         if not buckets:
             return []
-        start = next(self._turn) % len(buckets)
+        buckets.sort()  # in turns: from the one after where the last call started
+        last = self._turns.get(cid)
+        if last is None:
+            last = random.randrange(self.buckets)  # (processes start apart)
+        start = bisect.bisect_right(buckets, last) % len(buckets)
+        self._turns[cid] = buckets[start]
         base = cid * self.buckets
         return [base + b for b in buckets[start:] + buckets[:start]]
 
@@ -349,11 +503,17 @@ class PartitionedRedisStorage(RedisStorage):
     def _hint(self, tag: bytes, head: int, claims: list[tuple[bytes, bytes, bytes]]) -> None:
         """After a commit: the bucket's hint, where it moved, and the claims of URLs that
         moved to the bucket's queues, in one round trip."""
-        commands: list[tuple[Any, ...]] = [("HSET", *claim) for claim in claims]
-        if self._hinted.get(tag) != head:
-            self._hinted[tag] = head
-            crawl_tag = tag[: tag.rindex(b":")] + b"}"
-            commands.append(("ZADD", crawl_tag + DUE, head, int(tag[tag.rindex(b":") + 1 : -1])))
+        self._hints({tag: (head, claims)})
+
+    def _hints(self, done: dict[bytes, tuple[int, list[tuple[bytes, bytes, bytes]]]]) -> None:
+        """``_hint`` for several buckets, in one round trip."""
+        commands: list[tuple[Any, ...]] = []
+        for tag, (head, claims) in done.items():
+            commands += [("HSET", *claim) for claim in claims]
+            if self._hinted.get(tag) != head:
+                self._hinted[tag] = head
+                crawl_tag = tag[: tag.rindex(b":")] + b"}"
+                commands.append(("ZADD", crawl_tag + DUE, head, _tag_parts(tag)[1]))
         if commands:
             self.server.read(commands)
 
@@ -401,7 +561,7 @@ class PartitionedRedisStorage(RedisStorage):
 
     def defaults(self) -> Defaults:
         raw = self._store_field(META, b"defaults", b"defaults")
-        return Defaults.from_record(_unpack(raw)) if raw is not None else DEFAULTS
+        return Defaults.from_record(unpack_record(raw)) if raw is not None else DEFAULTS
 
     def _store_field(self, suffix: bytes, field: bytes, name: bytes) -> bytes | None:
         """A field of the store's own keys: in a transaction over every bucket (a unit on a

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...errors import StoreError
 from .bucket import BucketUnit, hash_tag
-from .unit import CachedUnit, Saved, Unit
+from .unit import CachedUnit, Saved
 
 __all__ = ["RoutedUnit"]
 
@@ -24,7 +24,7 @@ class RoutedUnit(CachedUnit):
     transaction goes: the dict is read at each call). A ``CachedUnit`` in type only: every
     call goes to one of them."""
 
-    def __init__(self, store: Unit, held: dict[bytes, BucketUnit]) -> None:
+    def __init__(self, store: CachedUnit, held: dict[bytes, BucketUnit]) -> None:
         super().__init__(store.server, store.cache)
         self.store = store
         self.held = held

@@ -46,7 +46,7 @@ _SOURCE = resources.files(__package__).joinpath("library.lua").read_text()
 #: major version refuses this crawlstore; one holding a newer minor version of the same major
 #: keeps it (it has every function this one calls); one holding any other text gets this one.
 LIBRARY_MAJOR = 2
-LIBRARY_MINOR = 1
+LIBRARY_MINOR = 2
 LIBRARY_VERSION = (
     f"{LIBRARY_MAJOR}.{LIBRARY_MINOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
 )

@@ -106,7 +106,7 @@ _AT = struct.Struct(">d")
 _FIRST = b"\x00" * 8
 
 
-def _unpack(raw: bytes) -> Any:
+def unpack_record(raw: bytes) -> Any:
     return msgpack.unpackb(raw, raw=False, strict_map_key=False)
 
 
@@ -342,7 +342,7 @@ class RedisStorage:
 
     def defaults(self) -> Defaults:
         raw = self.unit().hget(self.tag + META, b"defaults")
-        return Defaults.from_record(_unpack(raw)) if raw is not None else DEFAULTS
+        return Defaults.from_record(unpack_record(raw)) if raw is not None else DEFAULTS
 
     def save_defaults(self, defaults: Defaults) -> None:
         self.unit().hset(self.tag + META, b"defaults", pack(defaults.to_record()))
@@ -353,7 +353,7 @@ class RedisStorage:
 
     def _crawl_record(self, name: str, raw: bytes) -> CrawlRecord:
         try:
-            cid, policy, created, settled = _unpack(raw)
+            cid, policy, created, settled = unpack_record(raw)
             record = CrawlRecord(name, CrawlPolicy.from_record(policy), created,
                                  settled=settled)  # fmt: skip
         except (TypeError, ValueError) as exc:
@@ -454,7 +454,7 @@ class RedisStorage:
 
     def _decode_queue(self, key: str, raw: bytes) -> QueueRecord:
         try:
-            *fields, member = _unpack(raw)  # the queue, then its member of the crawl's index
+            *fields, member = unpack_record(raw)  # the queue, then its member of the crawl's index
             q = QueueRecord.from_record(fields)
         except (TypeError, ValueError) as exc:
             raise CorruptRecord(f"queues record {key!r} is malformed: {exc!r}") from None
@@ -641,7 +641,7 @@ class RedisStorage:
     @staticmethod
     def _lease(token: bytes, raw: bytes) -> LeaseRecord:
         try:
-            fp, expires, pid, start, queue = _unpack(raw)
+            fp, expires, pid, start, queue = unpack_record(raw)
             return LeaseRecord(token, Fingerprint(fp), queue, expires, (pid, start))
         except (TypeError, ValueError) as exc:
             raise CorruptRecord(f"leases record {token.hex()} is malformed: {exc!r}") from None
