@@ -675,17 +675,28 @@ class PartitionedRedisStorage(RedisStorage):
         if self._scope is not None:
             yield from self._walk_bucket(after)
             return
-        # every URL in fingerprint order: the claims, bucket by bucket, then their records
+        # every URL in fingerprint order: the claims, buckets in pipelines of 64, then the
+        # records of each bucket's claimed URLs
         first = 0 if after is None else self.fp_index(after)
-        for bucket in range(first, self.buckets):
-            claims = self.server.read([("HGETALL", self.bucket_tag(crawl, bucket) + CLAIMS)])[0]
-            fps = sorted(fp for fp in claims if after is None or fp > after)
-            tags = [self._queue_bucket(crawl, claims[fp].decode("utf-8", "surrogatepass"))
-                    for fp in fps]  # fmt: skip
-            raws = self._read([("HGET", tag + URLS, fp) for tag, fp in zip(tags, fps, strict=True)])
-            for fp, tag, raw in zip(fps, tags, raws, strict=True):
-                if raw is not None:  # (a claim whose push was cut short has no record)
-                    yield self._url(Fingerprint(fp), raw, tag)
+        for start in range(first, self.buckets, 64):
+            buckets = range(start, min(start + 64, self.buckets))
+            found = self.server.read([("HGETALL", self.bucket_tag(crawl, b) + CLAIMS)
+                                      for b in buckets])  # fmt: skip
+            for claims in found:
+                yield from self._claimed_urls(crawl, claims, after)
+
+    def _claimed_urls(self, crawl: CrawlRecord, claims: dict[bytes, bytes],
+                      after: bytes | None) -> Iterator[UrlRecord]:  # fmt: skip
+        """The records of these claimed URLs (of one bucket), in fingerprint order."""
+        fps = sorted(fp for fp in claims if after is None or fp > after)
+        if not fps:
+            return
+        tags = [self._queue_bucket(crawl, claims[fp].decode("utf-8", "surrogatepass"))
+                for fp in fps]  # fmt: skip
+        raws = self._read([("HGET", tag + URLS, fp) for tag, fp in zip(tags, fps, strict=True)])
+        for fp, tag, raw in zip(fps, tags, raws, strict=True):
+            if raw is not None:  # (a claim whose push was cut short has no record)
+                yield self._url(Fingerprint(fp), raw, tag)
 
     def _walk_queue(self, crawl: CrawlRecord, queue: QueueRecord, after: bytes | None
                     ) -> Iterator[UrlRecord]:  # fmt: skip
