@@ -78,6 +78,13 @@ def _due(heap: list[_E], now: float, limit: int, live: Callable[[_E], bool]) -> 
     return taken
 
 
+def _restore(heap: list[Any], live: list[Any], gone: set[Any] | None, dead: list[Any]) -> None:
+    """Undo a lazy pop: the live entries back in the heap, and the dead ones, dead again."""
+    _push_all(heap, live + dead)
+    if gone is not None:
+        gone.update(entry[0] for entry in dead)
+
+
 def _placed(data: _Crawl, q: QueueRecord) -> QueueRecord:
     """A copy of the stored queue ``q``; its ``ref``: its place in the index, (event, sequence),
     or None."""
@@ -492,24 +499,32 @@ class MemoryStorage:
     def _pop_live(
         self, heap: list[Any], gone: set[Any] | None, more: Callable[[list[Any]], bool]
     ) -> list[Any]:
-        """Pop a heap's live entries (those not in ``gone``, dropped lazily) while ``more``."""
+        """Pop a heap's live entries (those not in ``gone``, dropped lazily) while ``more``.
+        A rollback puts back both: the dropped ones still dead (in ``gone``), so that a
+        rolled-back unqueue or unschedule, undone after, brings its entry back to life."""
         out: list[Any] = []
+        dropped: list[Any] = []
         while heap and more(out):
             entry = heapq.heappop(heap)
             if gone and entry[0] in gone:
                 gone.discard(entry[0])
+                dropped.append(entry)
                 continue
             out.append(entry)
-        if out:
-            self._undo(lambda: _push_all(heap, out))
+        if out or dropped:
+            self._undo(lambda: _restore(heap, out, gone, dropped))
         return out
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
         data: _Crawl = crawl.ref
         heap = data.schedules.get(queue.key, [])
         gone = data.unscheduled.get(queue.key)
+        dropped = []
         while heap and gone and heap[0][0] in gone:
-            gone.discard(heapq.heappop(heap)[0])
+            dropped.append(heapq.heappop(heap))
+            gone.discard(dropped[-1][0])
+        if dropped:
+            self._undo(lambda: _restore(heap, [], gone, dropped))
         return heap[0][0].at if heap else None
 
     # -- URLs -----------------------------------------------------------------------------------

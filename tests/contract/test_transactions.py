@@ -375,3 +375,32 @@ def test_a_failed_transaction_rolls_back_every_crawl_and_view(store: Store) -> N
                                         Validator(etag='"x"'))  # fmt: skip
         raise Boom("roll back")
     assert store.crawls() == []
+
+
+def test_a_rolled_back_reschedule_keeps_the_schedule_it_replaced(
+    make_frontier: MakeFrontier, clock: ManualClock
+) -> None:
+    """The unit read past the old schedule entry it had taken the URL out of: a rollback
+    brings the entry back (found by a differential test over partitions)."""
+    f = make_frontier("fifo", queues="host", delay=0, max_in_flight=None)
+    seed = Seed.get("https://h0.test/0")
+    f.core.schedule(seed, clock() + 10)
+    with pytest.raises(KeyboardInterrupt), f.transaction():
+        f.core.schedule(seed, clock() + 20)
+        raise KeyboardInterrupt
+    clock.advance(10)
+    assert [r.seed.url for r in f.pop_many(5)] == [seed.url]
+
+
+def test_a_rolled_back_schedule_and_pop_keep_the_seed_queued(make_frontier: MakeFrontier) -> None:
+    """A pop in the unit read past the queue entry a schedule took the URL out of: a rollback
+    leaves the URL queued with its entry, handed out by the next pop."""
+    f = make_frontier("fifo", queues="host", delay=0, max_in_flight=None)
+    seed = Seed.get("https://h0.test/0")
+    f.push(seed)
+    with pytest.raises(KeyboardInterrupt), f.transaction():
+        f.core.schedule(seed, f.clock())  # out of the queue, due now
+        assert f.pop_many(2)  # back at the front, handed out; the old entry read past
+        raise KeyboardInterrupt
+    assert f.url(seed.url).state == "queued"
+    assert [r.seed.url for r in f.pop_many(5)] == [seed.url]
