@@ -52,6 +52,7 @@ __all__ = [
     "Visit",
     "Where",
     "enqueue_each",
+    "run_in_turn",
     "tend_at",
     "tend_time",
 ]
@@ -732,3 +733,20 @@ class StoreStorage(Storage, Protocol):
     @property
     def view_data(self) -> ViewData:
         """Where the storage keeps what the store's views hold."""
+
+
+def run_in_turn(
+    partitioned: Partitioned, units: Sequence[tuple[int, Callable[[], _T]]]
+) -> list[_T]:
+    """``run_each`` as one ``run_in`` after another: every unit runs, even when one raises; the
+    first error is raised after them all."""
+    results: list[_T] = []
+    error: BaseException | None = None
+    for partition, operation in units:
+        try:
+            results.append(partitioned.run_in(partition, operation))
+        except BaseException as exc:  # the others run all the same
+            error = error or exc
+    if error is not None:
+        raise error
+    return results

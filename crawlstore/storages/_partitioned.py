@@ -39,6 +39,7 @@ from ..frontier.spi import (
     Slot,
     UnitReader,
     UrlRecord,
+    run_in_turn,
 )
 from ..url import FINGERPRINT_VERSION
 from ._memory import MemoryStorage
@@ -185,16 +186,7 @@ class PartitionedMemoryStorage:
             return operation()
 
     def run_each(self, units: Sequence[tuple[int, Callable[[], _T]]]) -> list[_T]:
-        results: list[_T] = []
-        error: BaseException | None = None
-        for partition, operation in units:  # (in memory, one after the other)
-            try:
-                results.append(self.run_in(partition, operation))
-            except BaseException as exc:  # the others run all the same
-                error = error or exc
-        if error is not None:
-            raise error
-        return results
+        return run_in_turn(self, units)  # (in memory, one after the other)
 
     def view(self, operation: Callable[[], _T]) -> _T:
         return self.run(operation)  # (memory reads: holding the locks costs what reading does)

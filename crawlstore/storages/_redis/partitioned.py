@@ -36,7 +36,15 @@ from ...errors import (
     TransactionConflict,
 )
 from ...frontier.policy import DEFAULTS, Defaults
-from ...frontier.spi import CrawlRecord, Entry, LeaseRecord, QueueRecord, Slot, UrlRecord
+from ...frontier.spi import (
+    CrawlRecord,
+    Entry,
+    LeaseRecord,
+    QueueRecord,
+    Slot,
+    UrlRecord,
+    run_in_turn,
+)
 from ...url import FINGERPRINT_VERSION, Fingerprint
 from .._records import ms_up
 from .bucket import BucketUnit, Conflict, WideUnit, commit_all, commit_many
@@ -353,16 +361,7 @@ class PartitionedRedisStorage(RedisStorage):
             self._unit, self._scope, self._claims_after = saved
 
     def run_each(self, units: Sequence[tuple[int, Callable[[], _T]]]) -> list[_T]:
-        results: list[_T] = []
-        error: BaseException | None = None
-        for partition, operation in units:
-            try:
-                results.append(self.run_in(partition, operation))
-            except BaseException as exc:  # the others run all the same
-                error = error or exc
-        if error is not None:
-            raise error
-        return results
+        return run_in_turn(self, units)
 
     def _bucket_unit(self, tag: bytes, operation: Callable[[], _T]) -> _T:
         """``operation`` in a unit on the bucket ``tag``, run again while it conflicts."""
