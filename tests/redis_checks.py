@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from redis_servers import Node
 from redis_worker import Child, read_acks
@@ -22,6 +23,7 @@ except ModuleNotFoundError:  # the Redis tests skip
 
 __all__ = [
     "Acks",
+    "Sends",
     "check",
     "drain_held",
     "pop_all",
@@ -168,3 +170,33 @@ def stop_all(children: list[Child], stop: Path) -> None:
     stop.touch()
     for child in children:
         assert child.wait(60) == 0, child.lines[-5:]
+
+
+class Sends:
+    """How many times redis-py sent on a connection (a command, or a whole pipeline), from
+    ``count(monkeypatch)`` on."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        #: What the last ``during`` operation returned.
+        self.result: Any = None
+
+    def during(self, operation: Callable[[], Any]) -> int:
+        """How many sends ``operation`` made."""
+        before = self.count
+        self.result = operation()
+        return self.count - before
+
+    @classmethod
+    def counting(cls, monkeypatch: Any) -> Sends:
+        import redis
+
+        counter = cls()
+        original = redis.connection.AbstractConnection.send_packed_command
+
+        def counted(self: Any, command: Any, check_health: bool = True) -> None:
+            counter.count += 1
+            original(self, command, check_health)
+
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+        return counter

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import redis
+from redis_checks import Sends
 from redis_servers import NO_SERVER, Cluster, Node, have_server
 
 from crawlstore.errors import StoreError
@@ -65,32 +65,9 @@ def version_key(tag: bytes) -> bytes:
     return tag + b":ver"
 
 
-class Sends:
-    """How many times redis-py sent on a connection (a command, or a whole pipeline)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        #: What the last ``during`` operation returned.
-        self.result: Any = None
-
-    def during(self, operation: Callable[[], Any]) -> int:
-        """How many sends ``operation`` made."""
-        before = self.count
-        self.result = operation()
-        return self.count - before
-
-
 @pytest.fixture
 def sends(monkeypatch: pytest.MonkeyPatch) -> Sends:
-    counter = Sends()
-    original = redis.connection.AbstractConnection.send_packed_command
-
-    def counted(self: Any, command: Any, check_health: bool = True) -> None:
-        counter.count += 1
-        original(self, command, check_health)
-
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
-    return counter
+    return Sends.counting(monkeypatch)
 
 
 def unit(server: Server, cache: Cache, tag: bytes) -> BucketUnit:
