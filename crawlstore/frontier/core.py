@@ -401,6 +401,12 @@ class CoreFrontier(FrontierCore):
         self.storage.save_url(crawl, q, url)
         q.queued += 1
 
+    @staticmethod
+    def _admission(url: UrlRecord | None, new_only: bool) -> Admission:
+        """A push of a URL whose record is ``url``: refused as a duplicate when the URL is
+        queued, in flight or scheduled (``new_only``: when the crawl knows it at all)."""
+        return _DUPLICATE if url is not None and (new_only or url.state in ACTIVE) else ACCEPTED
+
     def _admit_many(
         self,
         crawl: CrawlRecord,
@@ -428,7 +434,7 @@ class CoreFrontier(FrontierCore):
         for seed, fp, key, url in zip(seeds, fps, keys, found, strict=True):
             if fp in this_batch:
                 url = this_batch[fp]
-            if url is not None and (new_only or url.state in ACTIVE):
+            if not self._admission(url, new_only):
                 duplicates += 1
                 out.append(_DUPLICATE)
                 continue

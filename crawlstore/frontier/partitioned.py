@@ -16,21 +16,24 @@ partitions never wait on each other. What it means to a caller:
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from ..errors import NotInFlight
 from ..seed import Seed
-from .protocol import Admission, Empty, Pop, Ready, SeedReport
+from .protocol import Admission, Empty, Pop, Ready, Reason, SeedReport
+from .spi import Post
 
 if TYPE_CHECKING:
     from .core import CoreFrontier
-    from .spi import CrawlRecord, Partitioned
+    from .spi import CrawlRecord, Inboxes, Partitioned
 
 __all__ = ["each", "pop", "pop_many", "push_many", "report_many", "run_on", "units"]
 
 _T = TypeVar("_T")
+_DUPLICATE = Admission(Reason.DUPLICATE)
 
 
 def _storage(core: CoreFrontier) -> Partitioned:
@@ -56,6 +59,7 @@ def _in_unit(core: CoreFrontier) -> CrawlRecord:
     crawl = core.existing_crawl()
     if crawl is None or not crawl.settled:
         raise _Gone
+    _fold(core, crawl)
     return crawl
 
 
@@ -98,6 +102,8 @@ def push_many(core: CoreFrontier, batch: list[Seed], new_only: bool) -> list[Adm
     crawl = _settled(core)
     keys = storage.claim_queues(crawl, [seed.fingerprint for seed in batch],
                                 core._keys_for(crawl, batch))  # fmt: skip
+    if storage.capabilities.inboxes:
+        return _post_many(core, crawl, batch, keys, new_only)
     groups: dict[int, list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(storage.partition_of(crawl, key), []).append(i)
@@ -115,6 +121,63 @@ def push_many(core: CoreFrontier, batch: list[Seed], new_only: bool) -> list[Adm
     for indexes, admitted in zip(groups.values(), _run_each(core, units), strict=True):
         answers.update(zip(indexes, admitted, strict=True))
     return [answers[i] for i in range(len(batch))]
+
+
+def _post_many(core: CoreFrontier, crawl: CrawlRecord, batch: list[Seed], keys: list[str],
+               new_only: bool) -> list[Admission]:  # fmt: skip
+    """A push into the inboxes of its URLs' partitions (``spi.Inboxes``): each URL admitted
+    or refused now, from its record and its inbox as they are, the admitted ones posted,
+    then folded into their queues once the open transaction commits (at once outside one).
+    A URL posted twice meanwhile, by two clients at one instant, is folded once."""
+    storage = cast("Inboxes", core.storage)
+    fps = [seed.fingerprint for seed in batch]
+    answers: list[Admission] = []
+    posts: list[Post] = []
+    refused: list[str] = []
+    taken: set[bytes] = set()
+    for seed, fp, key, (url, posted) in zip(batch, fps, keys, storage.look(crawl, fps, keys),
+                                            strict=True):  # fmt: skip
+        answer = _DUPLICATE if posted or fp in taken else core._admission(url, new_only)
+        if answer:
+            taken.add(fp)
+            posts.append(Post(key, seed if seed.lease is None else seed.with_lease(None),
+                              new_only))  # fmt: skip
+        else:
+            refused.append(key)
+        answers.append(answer)
+    storage.post(crawl, posts, refused)
+    partitions = sorted({storage.partition_of(crawl, key) for key in keys})
+    storage.after(lambda: _fold_each(core, partitions))
+    return answers
+
+
+def _fold_each(core: CoreFrontier, partitions: list[int]) -> None:
+    """Fold the inboxes of these partitions, each in a unit of its own (``_in_unit`` folds)."""
+
+    def fold() -> None:
+        _in_unit(core)
+
+    _run_each(core, [(p, fold) for p in partitions])
+
+
+def _fold(core: CoreFrontier, crawl: CrawlRecord) -> None:
+    """In a unit on a partition of a storage with inboxes: queue what its inbox holds, as the
+    push would have in this unit (the same policy: ``_admit_many``), and empty it with the
+    unit's commit. A URL pushed meanwhile is a duplicate here as anywhere."""
+    if not core.storage.capabilities.inboxes:
+        return
+    storage = cast("Inboxes", core.storage)
+    posts, refused = storage.posted(crawl)
+    if not posts and not refused:
+        return
+    now = core._clock()
+    for new_only, run in itertools.groupby(posts, key=lambda post: post.new_only):
+        group = list(run)
+        core._admit_many(crawl, [post.seed for post in group], now, new_only,
+                         [post.key for post in group])  # fmt: skip
+    if refused:
+        storage.add_totals(crawl, {"refused:duplicate": refused})
+    storage.unpost(crawl, [post.seed.fingerprint for post in posts], refused)
 
 
 def pop_many(
@@ -147,6 +210,7 @@ def pop_many(
             crawl = core.existing_crawl()
             if crawl is None:
                 return []
+            _fold(core, crawl)
             return core._pop(crawl, now, room, per_queue, left, only, lease_time, max_in_flight,
                              holder, served, reap=False)  # fmt: skip
 

@@ -39,8 +39,10 @@ __all__ = [
     "CrawlRecord",
     "Durability",
     "Entry",
+    "Inboxes",
     "LeaseRecord",
     "Partitioned",
+    "Post",
     "QueueRecord",
     "Slot",
     "Storage",
@@ -148,6 +150,10 @@ class Capabilities:
     #: pop, a page, ``store.transaction()``) commits atomically within one. 1: every unit
     #: commits atomically across the whole store, every crawl and view (every storage here).
     partitions: int = 1
+    #: A push is acknowledged once its URLs are in their partitions' inboxes (``Inboxes``),
+    #: and folded into their queues by a later unit on the partition: a push never waits on,
+    #: nor conflicts with, the units of the partitions it reaches.
+    inboxes: bool = False
     #: The queue mode of a crawl created without one: ``"host"`` where a single queue would
     #: hold all of a crawl's seeds in one shard of a sharded storage.
     default_queues: str = "single"
@@ -634,6 +640,59 @@ class Partitioned(Storage, Protocol):
         """The partitions that may have a queue due at ``now`` (a hint: one in it may turn
         out to have nothing to hand out), starting at a different one each call, so that
         pops spread over them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    """A push acknowledged into the inbox of its queue's partition: the queue claimed for it,
+    the seed (without a lease), and whether it was pushed ``new_only``."""
+
+    key: str
+    seed: Seed
+    new_only: bool
+
+    def to_record(self) -> list[Any]:
+        return [self.key, self.seed.to_record(), self.new_only]
+
+    @classmethod
+    def from_record(cls, record: Sequence[Any]) -> Post:
+        key, seed, new_only = record
+        if not isinstance(key, str) or not isinstance(new_only, bool):
+            raise ValueError(f"key {key!r}, new_only {new_only!r}")
+        return cls(key, Seed.from_record(seed), new_only)
+
+
+class Inboxes(Partitioned, Protocol):
+    """A partitioned storage whose ``capabilities.inboxes`` is True: a push does not run a
+    unit on the partitions its URLs go to; it appends them to those partitions' inboxes, which
+    takes no version and never conflicts. The core folds a partition's inbox into its queues
+    at the start of its next unit there (``posted``, then ``unpost`` in the same unit: an entry
+    leaves the inbox only with a unit that committed). An inbox holds a URL once: a post of a
+    URL already posted there replaces it."""
+
+    def look(self, crawl: CrawlRecord, fps: Sequence[bytes],
+             keys: Sequence[str]) -> list[tuple[UrlRecord | None, bool]]:  # fmt: skip
+        """Outside a unit on a partition: each URL's record as committed (the open unit over
+        every partition's own writes included), and whether its queue's inbox holds it; in one
+        round trip."""
+
+    def post(self, crawl: CrawlRecord, posts: Sequence[Post], refused: Sequence[str] = ()) -> None:
+        """Append each post to the inbox of its queue's partition, count a push refused as a
+        duplicate in the inbox of each queue of ``refused``, and mark those partitions due
+        now. Outside a unit, at once; in a unit over every partition, with its commit (not at
+        all when it rolls back)."""
+
+    def posted(self, crawl: CrawlRecord) -> tuple[list[Post], int]:
+        """In a unit on a partition: what its inbox holds (in no particular order), and the
+        refusals counted there."""
+
+    def unpost(self, crawl: CrawlRecord, fps: Sequence[bytes], refused: int) -> None:
+        """In a unit on a partition: take these URLs and ``refused`` refusals out of its inbox
+        when the unit commits."""
+
+    def after(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once the open unit over every partition has committed, outside it
+        (never when it rolls back); at once when none is open."""
 
 
 class ViewData(Protocol):

@@ -14,6 +14,7 @@ held for one dict operation, never while another lock is taken.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
 import math
@@ -35,6 +36,7 @@ from ..frontier.spi import (
     Durability,
     Entry,
     LeaseRecord,
+    Post,
     QueueRecord,
     Slot,
     UnitReader,
@@ -64,6 +66,9 @@ class _Crawl:
         #: ``due_partitions``, read without waiting for a partition's lock.
         self.events: list[float | None] = [-math.inf for _ in parts]
         self.stamps = [0 for _ in parts]  # the stamp each hint was read with
+        #: Each partition's inbox (``spi.Inboxes``): fingerprint -> post (behind ``_side``).
+        self.inboxes: list[dict[bytes, Post]] = [{} for _ in parts]
+        self.refused = [0 for _ in parts]  # each inbox's refusals (behind ``_side``)
         self.views = ViewsOf()
 
 
@@ -87,12 +92,15 @@ class _NoFile:
 class PartitionedMemoryStorage:
     """Every crawl's data in this process, in ``partitions`` memory storages."""
 
-    def __init__(self, partitions: int = 4) -> None:
+    def __init__(self, partitions: int = 4, *, inboxes: bool = True) -> None:
         if not 1 < partitions <= 256:
             raise ValueError(f"partitions must be 2 to 256: {partitions!r}")
         self.capabilities = Capabilities(persistent=False, atomic_views=True,
                                           durability="memory", shared=False,
-                                          partitions=partitions)  # fmt: skip
+                                          partitions=partitions, inboxes=inboxes)  # fmt: skip
+        #: What runs once the open unit over every partition commits (``after``).
+        self._after: ContextVar[list[Callable[[], object]] | None] = ContextVar(
+            f"after{id(self)}", default=None)  # fmt: skip
         self._parts = [MemoryStorage(token_prefix=bytes([p])) for p in range(partitions)]
         self._scope: ContextVar[int | None] = ContextVar(f"scope{id(self)}", default=None)
         self._crawls: dict[str, _Crawl] = {}
@@ -142,6 +150,8 @@ class PartitionedMemoryStorage:
             raise PartitionError(f"a unit on partition {held} cannot open a unit on "
                                  f"{'every partition' if scope == _ALL else scope}")  # fmt: skip
         parts = self._parts if scope == _ALL else [self._parts[scope]]
+        outermost = held is None and scope == _ALL
+        after = self._after.set([]) if outermost else None
         try:
             with contextlib.ExitStack() as stack:
                 for part in parts:  # always in partition order: no two units wait on each other
@@ -152,6 +162,16 @@ class PartitionedMemoryStorage:
                     yield
                 finally:
                     self._scope.reset(token)
+        except BaseException:
+            if after is not None:
+                self._after.reset(after)
+            raise
+        else:
+            if after is not None:
+                callbacks = self._after.get() or []
+                self._after.reset(after)
+                for callback in callbacks:
+                    callback()
         finally:  # committed or rolled back: the hints say what the partitions now hold
             # (after a unit nested in another one too: a pop in the outer one reads them; the
             # outer one's end reads them again, rolled back or not)
@@ -166,7 +186,10 @@ class PartitionedMemoryStorage:
 
             def read(p: int = p, part: MemoryStorage = part) -> tuple[int, list[Any]]:
                 crawls = list(self._crawls.values())
-                return next(self._stamps), [(d, part.next_event(d.parts[p])) for d in crawls]
+                stamp = next(self._stamps)  # (a post stamped before: its inbox is seen here)
+                return stamp, [(d, -math.inf if d.inboxes[p] or d.refused[p]
+                                 else part.next_event(d.parts[p]))
+                               for d in crawls]  # fmt: skip
 
             stamp, found = part.view(read)
             with self._side:
@@ -232,6 +255,85 @@ class PartitionedMemoryStorage:
         claims = self._data(crawl).claims
         with self._side:
             return [claims.get(fp) for fp in fps]
+
+    def look(self, crawl: CrawlRecord, fps: Sequence[bytes],
+             keys: Sequence[str]) -> list[tuple[UrlRecord | None, bool]]:  # fmt: skip
+        data = self._data(crawl)
+        out = []
+        for fp, key in zip(fps, keys, strict=True):
+            p = self.partition_of(crawl, key)
+            with self._side:
+                posted = fp in data.inboxes[p]
+            out.append((self._parts[p].url(data.parts[p], fp), posted))
+        return out
+
+    def post(self, crawl: CrawlRecord, posts: Sequence[Post], refused: Sequence[str] = ()) -> None:
+        data = self._data(crawl)
+        for key in refused:
+            p = self.partition_of(crawl, key)
+            with self._side:
+                data.refused[p] += 1
+                data.stamps[p], data.events[p] = next(self._stamps), -math.inf  # due now
+            self._undo(functools.partial(self._add_refused, data, p, -1))
+        for post in posts:
+            p = self.partition_of(crawl, post.key)
+            fp = post.seed.fingerprint
+            with self._side:
+                inbox = data.inboxes[p]
+                old = inbox.get(fp)
+                inbox[fp] = post
+                data.stamps[p], data.events[p] = next(self._stamps), -math.inf  # due now
+
+            def undo(inbox: dict[bytes, Post] = inbox, fp: bytes = fp,
+                     old: Post | None = old) -> None:  # fmt: skip
+                with self._side:
+                    if old is None:
+                        inbox.pop(fp, None)
+                    else:
+                        inbox[fp] = old
+
+            self._undo(undo)
+
+    def posted(self, crawl: CrawlRecord) -> tuple[list[Post], int]:
+        p = self._unit_partition("an inbox")
+        data = self._data(crawl)
+        with self._side:
+            return list(data.inboxes[p].values()), data.refused[p]
+
+    def _add_refused(self, data: _Crawl, p: int, n: int) -> None:
+        with self._side:
+            data.refused[p] += n
+
+    def unpost(self, crawl: CrawlRecord, fps: Sequence[bytes], refused: int) -> None:
+        p = self._unit_partition("an inbox")
+        data = self._data(crawl)
+        if refused:
+            self._add_refused(data, p, -refused)
+            self._undo(lambda: self._add_refused(data, p, refused))
+        inbox = data.inboxes[p]
+        for fp in fps:
+            with self._side:
+                old = inbox.pop(fp, None)
+            if old is not None:
+
+                def undo(fp: bytes = fp, old: Post = old) -> None:
+                    with self._side:
+                        inbox.setdefault(fp, old)
+
+                self._undo(undo)
+
+    def after(self, callback: Callable[[], object]) -> None:
+        callbacks = self._after.get()
+        if callbacks is None:
+            callback()
+        else:
+            callbacks.append(callback)
+
+    def _unit_partition(self, what: str) -> int:
+        scope = self._scope.get()
+        if scope is None or scope < 0:
+            raise PartitionError(f"{what} is a partition's: read and write it in a unit on one")
+        return scope
 
     def due_partitions(self, crawl: CrawlRecord, now: float) -> list[int]:
         n = len(self._parts)

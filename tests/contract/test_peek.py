@@ -183,11 +183,14 @@ def test_an_expired_lease_comes_first_as_pop_reclaims_it(
 
 def test_peek_reads_a_transaction_s_own_writes_and_leaves_them(store: Store) -> None:
     f = store.frontier("fifo", queues="single")
+    inboxes = store.capabilities.inboxes  # a push shows once its transaction commits
     with store.transaction():
         f.push_many([seed("a"), seed("b")])
-        assert [u.seed.url for u in f.peek()] == ["https://example.com/a", "https://example.com/b"]
+        assert [u.seed.url for u in f.peek()] == (
+            [] if inboxes else ["https://example.com/a", "https://example.com/b"])  # fmt: skip
         f.push(seed("c"))
-        assert len(f.peek()) == 3
+        assert len(f.peek()) == (0 if inboxes else 3)
+    assert len(f.peek()) == 3
     assert [r.seed.url for r in f.pop_many(3)] == [
         "https://example.com/a", "https://example.com/b", "https://example.com/c"]  # fmt: skip
 
