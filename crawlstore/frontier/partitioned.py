@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from ..errors import NotInFlight
@@ -146,13 +146,18 @@ def _post_many(core: CoreFrontier, crawl: CrawlRecord, batch: list[Seed], keys: 
             refused.append(key)
         answers.append(answer)
     storage.post(crawl, posts, refused)
-    partitions = sorted({storage.partition_of(crawl, key) for key in keys})
-    storage.after(lambda: _fold_each(core, partitions))
+    storage.after(lambda: _fold_each(core, crawl, fps, keys))
     return answers
 
 
-def _fold_each(core: CoreFrontier, partitions: list[int]) -> None:
-    """Fold the inboxes of these partitions, each in a unit of its own (``_in_unit`` folds)."""
+def _fold_each(core: CoreFrontier, crawl: CrawlRecord, fps: Sequence[bytes],
+               keys: Sequence[str]) -> None:  # fmt: skip
+    """Fold the inboxes of the partitions of these queues, each in a unit of its own
+    (``_in_unit`` folds), reading ahead for them all at once."""
+    storage = _storage(core)
+    partitions = sorted({storage.partition_of(crawl, key) for key in keys})
+    if len(partitions) > 1:
+        storage.prefetch(crawl, fps, keys)
 
     def fold() -> None:
         _in_unit(core)

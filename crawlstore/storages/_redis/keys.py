@@ -43,6 +43,7 @@ that a unit on a bucket reads and writes one slot and commits alone (``bucket.py
 | ``{ns:c:b}`` ``URLS`` | hash | fingerprint -> URL record, of the bucket's queues |
 | ``{ns:c:b}`` ``CLAIMS`` | hash | fingerprint (of the bucket) -> its URL's queue key |
 | ``{ns:c}`` ``DUE`` | sorted set | each bucket that held a queue, by its next event (ms; a hint) |
+| ``{ns:c:b}`` ``INBOX`` | hash | fingerprint -> a ``Post`` not folded yet; ``~r``...: refusals |
 | ``{ns:c}`` ``TOTALS`` | hash | what is no bucket's: refusals, view counts, ``~seen``, ``~bloom`` |
 """
 
@@ -76,6 +77,7 @@ BLOOM = b":bl"
 VERSION = b":V"
 CLAIMS = b":w"
 DUE = b":d"
+INBOX = b":n"
 #: A queue's own keys, deleted with it.
 QUEUE_OWN = (ENTRIES, EXPIRIES, SCHEDULE, MEMBERS)
 

@@ -21,8 +21,10 @@ import bisect
 import contextlib
 import heapq
 import itertools
+import os
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -40,13 +42,14 @@ from ...frontier.spi import (
     CrawlRecord,
     Entry,
     LeaseRecord,
+    Post,
     QueueRecord,
     Slot,
     UrlRecord,
     run_in_turn,
 )
 from ...url import FINGERPRINT_VERSION, Fingerprint
-from .._records import ms_up
+from .._records import ms_up, pack, unpack
 from .bucket import BucketUnit, Conflict, WideUnit, commit_all, commit_many
 from .keys import (
     CLAIMS,
@@ -56,6 +59,7 @@ from .keys import (
     EPOCH,
     EVENTS,
     EXPIRIES,
+    INBOX,
     LEASES,
     LOADS,
     MEMBERS,
@@ -113,8 +117,18 @@ class PartitionedRedisStorage(RedisStorage):
         #: Units committed with writes, and units that conflicted (each ran again, but a
         #: caller's transaction), since the store was opened: what the benchmarks report.
         self.commits = self.conflicts = 0
+        #: The posts of the open transaction, written with its commit: (bucket, field, value).
+        self._posting: list[tuple[bytes, bytes, bytes]] = []
+        #: What runs once the open transaction commits (``after``); None: none is open.
+        self._after_commit: list[Callable[[], object]] | None = None
+        #: Inboxes read ahead (``prefetch``), by bucket: the version they were read at, and
+        #: their fields; the refusal fields a unit's ``posted`` read, by bucket.
+        self._inboxes: dict[bytes, tuple[bytes, dict[bytes, bytes]]] = {}
+        self._refusals: dict[bytes, list[bytes]] = {}
+        #: The inbox fields the open units folded, by bucket: not folded twice.
+        self._folded: dict[bytes, set[bytes]] = {}
         super().__init__(server, readonly=readonly, fingerprint=fingerprint)
-        self.capabilities = replace(self.capabilities, partitions=self.buckets)
+        self.capabilities = replace(self.capabilities, partitions=self.buckets, inboxes=True)
 
     def __repr__(self) -> str:
         return f"PartitionedRedisStorage({str(self.server.address)!r})"
@@ -149,15 +163,19 @@ class PartitionedRedisStorage(RedisStorage):
             routed = self._routed = RoutedUnit(store, self._held)
             self._owner, self._unit = journal.owner(), routed
             dry, self._dry = self._dry, discard
+            self._posting, self._after_commit = [], []
+            self._folded.clear()
             opened = journal.begin(self)  # in-memory state rolls back with the unit
             committed = False
+            posted: list[bytes] = []
             try:
                 yield
                 if discard:
                     store.abort()
-                elif self.readonly and routed.has_writes():
+                elif self.readonly and (routed.has_writes() or self._posting):
                     raise ReadOnlyStore(f"{self.server.address} was opened read-only")
                 else:
+                    posted = self._write_posts(store)
                     if store.writes:  # the crawls' records and the defaults may move
                         self._records.clear()
                     if isinstance(store, WideUnit):
@@ -178,10 +196,18 @@ class PartitionedRedisStorage(RedisStorage):
             finally:
                 self._owner = self._unit = self._routed = None
                 self._dry = dry
+                callbacks, self._after_commit, self._posting = self._after_commit, None, []
+                self._folded.clear()
+                if not committed:
+                    callbacks = []
                 if not committed:
                     self._drop_held()
                 journal.end(opened, commit=committed)
+            for tag in posted:
+                self._hinted[tag] = 0
             self._commit_held()
+            for callback in callbacks or ():
+                callback()
 
     def _commit_wide(self, store: WideUnit) -> None:
         """Commit a transaction on one server: its own writes and its held units', at once."""
@@ -192,6 +218,107 @@ class PartitionedRedisStorage(RedisStorage):
         self._held.clear()
         self._held_claims.clear()
         self._hints({tag: (head, claims.get(tag, [])) for tag, head in heads.items()})
+
+    def _write_posts(self, store: CachedUnit) -> list[bytes]:
+        """The transaction's posts, into its own unit's writes (committed before the buckets'
+        units it holds: on one server in the same call, on a cluster just before); the
+        buckets they reach."""
+        tags = list(dict.fromkeys(tag for tag, _, _ in self._posting))
+        for tag, field, value in self._posting:
+            store.hset(tag + INBOX, field, value)
+        for tag in tags:
+            store.zadd(_crawl_tag(tag) + DUE, b"%d" % _tag_parts(tag)[1])
+        return tags
+
+    # -- inboxes (``spi.Inboxes``) -------------------------------------------------------------
+
+    def look(self, crawl: CrawlRecord, fps: Sequence[bytes],
+             keys: Sequence[str]) -> list[tuple[UrlRecord | None, bool]]:  # fmt: skip
+        tags = [self._queue_bucket(crawl, key) for key in keys]
+        commands: list[tuple[Any, ...]] = []
+        for fp, tag in zip(fps, tags, strict=True):
+            commands += [("HGET", tag + URLS, fp), ("HEXISTS", tag + INBOX, fp)]
+        replies = self.server.read(commands) if commands else []
+        own = {(tag, field) for tag, field, _ in self._posting}
+        out: list[tuple[UrlRecord | None, bool]] = []
+        for i, (fp, tag) in enumerate(zip(fps, tags, strict=True)):
+            held = self._held.get(tag)  # (the transaction's own writes there)
+            raw = held.hget(tag + URLS, bytes(fp)) if held is not None else replies[2 * i]
+            url = None if raw is None else self._url(Fingerprint(fp), raw, tag)
+            out.append((url, bool(replies[2 * i + 1]) or (tag, bytes(fp)) in own))
+        return out
+
+    def post(self, crawl: CrawlRecord, posts: Sequence[Post], refused: Sequence[str] = ()) -> None:
+        if self._scope is not None:
+            raise PartitionError("a push posts outside a unit on a bucket")
+        entries = [(self._queue_bucket(crawl, post.key), bytes(post.seed.fingerprint),
+                    pack(post.to_record())) for post in posts]  # fmt: skip
+        for tag, n in Counter(self._queue_bucket(crawl, key) for key in refused).items():
+            entries.append((tag, b"~r" + os.urandom(8), b"%d" % n))
+        if not entries:
+            return
+        if self._unit is not None and journal.check_owner(self._owner, self):
+            self._posting += entries  # with the transaction's commit
+            return
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.server.address} was opened read-only")
+        fields: dict[bytes, list[bytes]] = {}
+        for tag, field, value in entries:
+            fields.setdefault(tag, []).extend((field, value))
+        inboxes = [("HSET", tag + INBOX, *pairs) for tag, pairs in fields.items()]
+        due = [("ZADD", _crawl_tag(tag) + DUE, 0, _tag_parts(tag)[1]) for tag in fields]
+        if self.server.address.cluster:  # each inbox written before its bucket is due
+            self.server.read(inboxes)
+            self.server.read(due)
+        else:  # (one connection: in order)
+            self.server.read(inboxes + due)
+        for tag in fields:
+            self._hinted[tag] = 0
+
+    def posted(self, crawl: CrawlRecord) -> tuple[list[Post], int]:
+        tag = self._scope
+        if tag is None:
+            raise PartitionError("an inbox is a bucket's: read it in a unit on one")
+        unit = self.unit()
+        stash = self._inboxes.pop(tag, None)
+        if stash is not None and isinstance(unit, BucketUnit) and stash[0] == unit.version:
+            fields = stash[1]
+        else:
+            fields = unit.read([("HGETALL", tag + INBOX)])[0]
+        folded = self._folded.get(tag, set())
+        own = [(f, v) for t, f, v in self._posting if t == tag]  # the transaction's posts
+        found = [(f, v) for f, v in [*fields.items(), *own] if f not in folded]
+        posts: dict[bytes, Post] = {}
+        refusals: list[bytes] = []
+        refused = 0
+        for field, value in found:
+            if field.startswith(b"~r"):
+                refusals.append(field)
+                refused += int(value)
+            else:
+                try:
+                    posts[field] = Post.from_record(unpack("inbox", field, value))
+                except (TypeError, ValueError) as exc:
+                    raise CorruptRecord(f"inbox record {field.hex()} of {tag!r} is malformed: "
+                                        f"{exc!r}") from None  # fmt: skip
+        self._refusals[tag] = refusals
+        return list(posts.values()), refused
+
+    def unpost(self, crawl: CrawlRecord, fps: Sequence[bytes], refused: int) -> None:
+        tag = self._scope
+        if tag is None:
+            raise PartitionError("an inbox is a bucket's: write it in a unit on one")
+        unit = self.unit()
+        folded = self._folded.setdefault(tag, set())
+        for field in [*map(bytes, fps), *self._refusals.pop(tag, [])]:
+            unit.hset(tag + INBOX, field, None)
+            folded.add(field)
+
+    def after(self, callback: Callable[[], object]) -> None:
+        if self._after_commit is not None and journal.check_owner(self._owner, self):
+            self._after_commit.append(callback)
+        else:
+            callback()
 
     def run(self, operation: Callable[[], _T]) -> _T:
         """``operation`` as one transaction, run again while it conflicts (when it is not
@@ -267,6 +394,7 @@ class PartitionedRedisStorage(RedisStorage):
             index = [tag + kind for kind in (EVENTS, LOADS, WAKES, QUEUE_KEYS)]
             plan += [("Z", key, []) for key in dict.fromkeys([*index, *sets.get(tag, [])])]
             commands.append(("GET", tag + VERSION))
+            commands.append(("HGETALL", tag + INBOX))
             for kind, key, names in plan:
                 if kind == "H":
                     commands.append(("HGETALL", key))
@@ -281,9 +409,11 @@ class PartitionedRedisStorage(RedisStorage):
         replies = iter(self.server.read(commands))
         for tag, plan in plans:
             before = next(replies) or b""
+            inbox = next(replies)
             got = [next(replies) for _ in plan]
             if (next(replies) or b"") != before:
                 continue  # a commit came between: the bucket's unit reads for itself
+            self._inboxes[tag] = (before, inbox)
             cache = self._caches.get(tag)
             if cache is None:
                 cache = self._caches[tag] = Cache()
@@ -376,6 +506,7 @@ class PartitionedRedisStorage(RedisStorage):
         with self._lock:
             for i, ((_, operation), tag) in enumerate(zip(units, tags, strict=True)):
                 unit = self._begun(tag)
+                self._folded.pop(tag, None)
                 saved = self._owner, self._unit, self._scope, self._claims_after
                 self._owner, self._unit, self._scope = journal.owner(), unit, tag
                 claims = self._claims_after = []
@@ -428,6 +559,7 @@ class PartitionedRedisStorage(RedisStorage):
         pause = 0.0005
         for _ in range(RETRIES):
             unit = self._begun(tag)
+            self._folded.pop(tag, None)
             saved = self._owner, self._unit, self._scope, self._claims_after
             self._owner, self._unit, self._scope = journal.owner(), unit, tag
             self._claims_after = []
@@ -518,6 +650,10 @@ class PartitionedRedisStorage(RedisStorage):
             owner, bucket = _tag_parts(tag)
             if owner == cid and bucket not in buckets and self._head_of(unit, tag) <= ms_up(now):
                 buckets.append(bucket)
+        for tag in dict.fromkeys(tag for tag, _, _ in self._posting):  # its posts: due now
+            owner, bucket = _tag_parts(tag)
+            if owner == cid and bucket not in buckets:
+                buckets.append(bucket)
         if not buckets:
             return []
         buckets.sort()  # in turns: from the one after where the last call started
@@ -537,10 +673,13 @@ class PartitionedRedisStorage(RedisStorage):
         heads = self.server.read([("ZRANGE", tag + EVENTS, "-", "+", "BYLEX", "LIMIT", 0, 1)
                                   for tag in tags])  # fmt: skip
         keys = self.server.read([("EXISTS", tag + QUEUE_KEYS) for tag in tags])
+        inboxes = self.server.read([("EXISTS", tag + INBOX) for tag in tags])
         args: list[Any] = []
-        for bucket, (tag, head, live) in enumerate(zip(tags, heads, keys, strict=True)):
-            if head or live:
-                score = _event_ms(head[0]) if head else _NEVER
+        for bucket, (tag, head, live, posted) in enumerate(
+            zip(tags, heads, keys, inboxes, strict=True)
+        ):
+            if head or live or posted:
+                score = 0 if posted else _event_ms(head[0]) if head else _NEVER
                 self._hinted[tag] = score
                 args += [score, bucket]
         if args:
@@ -561,16 +700,31 @@ class PartitionedRedisStorage(RedisStorage):
         self._hints({tag: (head, claims)})
 
     def _hints(self, done: dict[bytes, tuple[int, list[tuple[bytes, bytes, bytes]]]]) -> None:
-        """``_hint`` for several buckets, in one round trip."""
+        """``_hint`` for several buckets, in one round trip (two on a cluster). A bucket
+        whose inbox a post filled since the unit read it stays due now: a post writes its
+        inbox, then marks the bucket due; here the hint is written, then the inbox read."""
         commands: list[tuple[Any, ...]] = []
+        moved: list[bytes] = []
         for tag, (head, claims) in done.items():
             commands += [("HSET", *claim) for claim in claims]
             if self._hinted.get(tag) != head:
                 self._hinted[tag] = head
-                crawl_tag = tag[: tag.rindex(b":")] + b"}"
-                commands.append(("ZADD", crawl_tag + DUE, head, _tag_parts(tag)[1]))
-        if commands:
+                commands.append(("ZADD", _crawl_tag(tag) + DUE, head, _tag_parts(tag)[1]))
+                moved.append(tag)
+        if not commands:
+            return
+        lengths = [("HLEN", tag + INBOX) for tag in moved]
+        if self.server.address.cluster:
             self.server.read(commands)
+            filled = self.server.read(lengths) if lengths else []
+        else:
+            filled = self.server.read(commands + lengths)[len(commands) :]
+        due = [tag for tag, n in zip(moved, filled, strict=True) if n]
+        if due:
+            self.server.read([("ZADD", _crawl_tag(tag) + DUE, 0, _tag_parts(tag)[1])
+                              for tag in due])  # fmt: skip
+            for tag in due:
+                self._hinted[tag] = 0
 
     # -- where things are ------------------------------------------------------------------------
 
@@ -836,6 +990,11 @@ class PartitionedRedisStorage(RedisStorage):
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
         self._writes(crawl, url.queue)
         super().delete_url(crawl, url)
+
+
+def _crawl_tag(tag: bytes) -> bytes:
+    """The crawl's tag (``{ns:c}``) of one of its buckets' (``{ns:c:b}``)."""
+    return tag[: tag.rindex(b":")] + b"}"
 
 
 def _tag_parts(tag: bytes) -> tuple[int, int]:
