@@ -44,6 +44,7 @@ that a unit on a bucket reads and writes one slot and commits alone (``bucket.py
 | ``{ns:c:b}`` ``CLAIMS`` | hash | fingerprint (of the bucket) -> its URL's queue key |
 | ``{ns:c}`` ``DUE`` | sorted set | each bucket that held a queue, by its next event (ms; a hint) |
 | ``{ns:c:b}`` ``INBOX`` | hash | fingerprint -> a ``Post`` not folded yet; ``~r``...: refusals |
+| ``{ns}`` ``POSTED`` | string | the version of posts in transactions (written, never read) |
 | ``{ns:c}`` ``TOTALS`` | hash | what is no bucket's: refusals, view counts, ``~seen``, ``~bloom`` |
 """
 
@@ -78,6 +79,7 @@ VERSION = b":V"
 CLAIMS = b":w"
 DUE = b":d"
 INBOX = b":n"
+POSTED = b":pv"
 #: A queue's own keys, deleted with it.
 QUEUE_OWN = (ENTRIES, EXPIRIES, SCHEDULE, MEMBERS)
 

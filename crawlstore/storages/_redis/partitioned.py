@@ -64,6 +64,7 @@ from .keys import (
     LOADS,
     MEMBERS,
     META,
+    POSTED,
     QUEUE_KEYS,
     QUEUES,
     SCHEDULE,
@@ -175,12 +176,15 @@ class PartitionedRedisStorage(RedisStorage):
                 elif self.readonly and (routed.has_writes() or self._posting):
                     raise ReadOnlyStore(f"{self.server.address} was opened read-only")
                 else:
-                    posted = self._write_posts(store)
                     if store.writes:  # the crawls' records and the defaults may move
                         self._records.clear()
                     if isinstance(store, WideUnit):
-                        self._commit_wide(store)
+                        posts = WideUnit(self.server, Cache(), self.tag + POSTED)
+                        posts.begin()
+                        posted = self._write_posts(posts)
+                        self._commit_wide(store, posts)
                     else:
+                        posted = self._write_posts(store)
                         store.commit()
                     committed = True
             except Conflict as exc:
@@ -209,18 +213,20 @@ class PartitionedRedisStorage(RedisStorage):
             for callback in callbacks or ():
                 callback()
 
-    def _commit_wide(self, store: WideUnit) -> None:
-        """Commit a transaction on one server: its own writes and its held units', at once."""
+    def _commit_wide(self, store: WideUnit, posts: WideUnit) -> None:
+        """Commit a transaction on one server: its own writes, its posts and its held units',
+        at once. The posts take no version (``POSTED`` is written, never read): a post never
+        conflicts, and moves no version another unit reads."""
         held, claims = dict(self._held), dict(self._held_claims)
         heads = {tag: self._head_of(unit, tag) for tag, unit in held.items() if unit.writes}
-        commit_all(self.server, [store, *held.values()])
+        commit_all(self.server, [store, posts, *held.values()])
         self.commits += 1
         self._held.clear()
         self._held_claims.clear()
         self._hints({tag: (head, claims.get(tag, [])) for tag, head in heads.items()})
 
     def _write_posts(self, store: CachedUnit) -> list[bytes]:
-        """The transaction's posts, into its own unit's writes (committed before the buckets'
+        """The transaction's posts, into ``store``'s writes (committed before the buckets'
         units it holds: on one server in the same call, on a cluster just before); the
         buckets they reach."""
         tags = list(dict.fromkeys(tag for tag, _, _ in self._posting))
