@@ -128,6 +128,9 @@ class PartitionedRedisStorage(RedisStorage):
         self._refusals: dict[bytes, list[bytes]] = {}
         #: The inbox fields the open units folded, by bucket: not folded twice.
         self._folded: dict[bytes, set[bytes]] = {}
+        #: The buckets a pop found due with no post marked (its unit reads no inbox there: a
+        #: post it misses marks the bucket again, for the next pop).
+        self._quiet: set[bytes] = set()
         super().__init__(server, readonly=readonly, fingerprint=fingerprint)
         self.capabilities = replace(self.capabilities, partitions=self.buckets, inboxes=True)
 
@@ -209,6 +212,7 @@ class PartitionedRedisStorage(RedisStorage):
                 journal.end(opened, commit=committed)
             for tag in posted:
                 self._hinted[tag] = 0
+                self._quiet.discard(tag)
             self._commit_held()
             for callback in callbacks or ():
                 callback()
@@ -280,6 +284,7 @@ class PartitionedRedisStorage(RedisStorage):
             self.server.read(inboxes + due)
         for tag in fields:
             self._hinted[tag] = 0
+            self._quiet.discard(tag)
 
     def posted(self, crawl: CrawlRecord) -> tuple[list[Post], int]:
         tag = self._scope
@@ -289,6 +294,9 @@ class PartitionedRedisStorage(RedisStorage):
         stash = self._inboxes.pop(tag, None)
         if stash is not None and isinstance(unit, BucketUnit) and stash[0] == unit.version:
             fields = stash[1]
+        elif tag in self._quiet:
+            self._quiet.discard(tag)
+            fields = {}
         else:
             fields = unit.read([("HGETALL", tag + INBOX)])[0]
         folded = self._folded.get(tag, set())
@@ -650,8 +658,15 @@ class PartitionedRedisStorage(RedisStorage):
         if time.monotonic() - self._swept.get(cid, -SWEEP) >= SWEEP:
             self._sweep(crawl)
         due = self.server.read([("ZRANGE", self.crawl_tag(crawl) + DUE, "-inf",
-                                 ms_up(now), "BYSCORE")])[0]  # fmt: skip
-        buckets = [int(member) for member in due]
+                                 ms_up(now), "BYSCORE", "WITHSCORES")])[0]  # fmt: skip
+        pairs = _scored(due)
+        buckets = [int(member) for member, _ in pairs]
+        for member, score in pairs:  # (a post marks its bucket 0: read those buckets' inboxes)
+            tag = self.bucket_tag(crawl, int(member))
+            if score:
+                self._quiet.add(tag)
+            else:
+                self._quiet.discard(tag)
         for tag, unit in self._held.items():  # this transaction's own, not hinted yet
             owner, bucket = _tag_parts(tag)
             if owner == cid and bucket not in buckets and self._head_of(unit, tag) <= ms_up(now):
@@ -731,6 +746,7 @@ class PartitionedRedisStorage(RedisStorage):
                               for tag in due])  # fmt: skip
             for tag in due:
                 self._hinted[tag] = 0
+                self._quiet.discard(tag)
 
     # -- where things are ------------------------------------------------------------------------
 
@@ -996,6 +1012,13 @@ class PartitionedRedisStorage(RedisStorage):
     def delete_url(self, crawl: CrawlRecord, url: UrlRecord) -> None:
         self._writes(crawl, url.queue)
         super().delete_url(crawl, url)
+
+
+def _scored(reply: list[Any]) -> list[tuple[bytes, float]]:
+    """A ``ZRANGE ... WITHSCORES`` reply as (member, score) pairs (flat, or paired already)."""
+    if reply and not isinstance(reply[0], (bytes, str)):
+        return [(bytes(m), float(s)) for m, s in reply]
+    return [(bytes(m), float(s)) for m, s in zip(reply[::2], reply[1::2], strict=True)]
 
 
 def _crawl_tag(tag: bytes) -> bytes:

@@ -1,0 +1,136 @@
+"""Inboxes (``spi.Inboxes``): a push over a storage in partitions is answered from its URLs'
+records and inboxes, posted, and folded into its queues by a later unit. Over the memory
+storage in partitions and over Redis in partitions (``?partitioned=1``), with two clients on
+one store where it matters: a post whose fold never ran (its client killed after the post) is
+folded by the next pop; two clients that post one URL at once queue it once; a transaction's
+pushes show when it commits, and not at all when it rolls back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from crawlstore import Done, Seed, Store
+from crawlstore.clock import ManualClock
+from crawlstore.frontier import Frontier
+from crawlstore.storages._partitioned import PartitionedMemoryStorage
+
+Clients = Callable[[], Store]
+
+
+@pytest.fixture(params=["partitioned", "redis-partitioned"])
+def clients(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[Clients]:
+    """Opens another client of one store (over the memory storage: the same storage)."""
+    opened: list[Store] = []
+    if request.param == "partitioned":
+        storage = PartitionedMemoryStorage(4)
+
+        def client() -> Store:
+            opened.append(Store(storage, clock))
+            return opened[-1]
+    else:
+        url = request.getfixturevalue("redis_url") + "&partitioned=1"
+
+        def client() -> Store:
+            opened.append(Store.open(url, clock=clock))
+            return opened[-1]
+
+    yield client
+    for store in opened:
+        store.close()
+
+
+def _frontier(store: Store) -> Frontier:
+    return store.frontier(queues="host", delay=0, max_in_flight=None)
+
+
+def _seed(host: int, path: str = "x") -> Seed:
+    return Seed.get(f"https://h{host}.example/{path}")
+
+
+def test_a_post_whose_fold_never_ran_is_folded_by_the_next_pop(
+    clients: Clients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = clients()
+    f = _frontier(a)
+    f.push(_seed(0, "first"))  # the crawl made
+    with monkeypatch.context() as patch:  # killed after its post: the fold never runs
+        patch.setattr(type(a._storage), "after", lambda self, callback: None)
+        assert all(f.push_many([_seed(1), _seed(2)]))
+    assert f.url(_seed(1).url).state == "unknown"  # in the inbox: not shown yet
+    assert not f.push(_seed(1))  # posted already: a duplicate
+    b = clients()
+    popped = _frontier(b).pop_many(10)
+    assert sorted(r.seed.url for r in popped) == sorted(
+        s.url for s in [_seed(0, "first"), _seed(1), _seed(2)]
+    )
+    stats = _frontier(b).stats()
+    assert stats.admitted == 3 and stats.refused == {"duplicate": 1} and stats.in_flight == 3
+    assert f.url(_seed(1).url).state == "in_flight"
+
+
+def test_two_clients_that_post_one_url_at_once_queue_it_once(
+    clients: Clients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = clients(), clients()
+    fa, fb = _frontier(a), _frontier(b)
+    fa.push(_seed(0, "first"))
+    storage: Any = b._storage
+    before = storage.look  # b reads before a posts: both are told the URL is new
+    seen = []
+
+    def stale(crawl: Any, fps: Any, keys: Any) -> Any:
+        seen.append(fps)
+        return [(None, False) for _ in fps]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(storage, "look", stale)
+        assert fa.push(_seed(1)) and fb.push(_seed(1))
+    assert seen and storage.look == before
+    popped = fb.pop_many(10)
+    assert [r.seed.url for r in popped].count(_seed(1).url) == 1
+    fb.report_many([Done(r.seed) for r in popped])
+    assert fb.pop_many(10) == [] and fa.stats().done == 2
+
+
+def test_a_transaction_s_pushes_show_when_it_commits_and_its_pops_fold_them(
+    clients: Clients,
+) -> None:
+    store = clients()
+    f = _frontier(store)
+    f.push(_seed(0, "first"))
+    assert store.capabilities.inboxes
+    with store.transaction():
+        assert all(f.push_many([_seed(1), _seed(2)]))
+        assert len(f) == 1 and f.url(_seed(1).url).state == "unknown"
+        assert not f.push(_seed(1))  # posted in this transaction: a duplicate
+        popped = f.pop_many(10)  # a pop folds the transaction's own posts first
+        assert sorted(r.seed.url for r in popped) == sorted(
+            s.url for s in [_seed(0, "first"), _seed(1), _seed(2)]
+        )
+    stats = f.stats()
+    assert stats.admitted == 3 and stats.in_flight == 3 and stats.refused == {"duplicate": 1}
+    with store.transaction():
+        f.push(_seed(3))
+    assert f.url(_seed(3).url).state == "queued" and len(f) == 4
+
+
+def test_a_transaction_that_rolls_back_posts_nothing(clients: Clients) -> None:
+    store = clients()
+    f = _frontier(store)
+    f.push(_seed(0, "first"))
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), store.transaction():
+        f.push_many([_seed(1), _seed(2, "y")])
+        raise Boom
+    assert len(f) == 1 and f.stats().admitted == 1
+    assert f.push(_seed(1))  # never posted: new
+    assert sorted(r.seed.url for r in f.pop_many(10)) == sorted(
+        s.url for s in [_seed(0, "first"), _seed(1)]
+    )
