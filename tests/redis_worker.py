@@ -28,6 +28,7 @@ __all__ = [
     "LINKS",
     "Child",
     "crawl",
+    "die_at",
     "die_mid_commit",
     "hold_lock",
     "pause_in_commit",
@@ -103,6 +104,17 @@ def die_mid_commit(url: str, fd: int) -> None:
     with store.transaction():
         frontier.report(Done(ready.seed))
         frontier.push_many(Seed.get(f"https://link{i}.test/") for i in range(LINKS))
+
+
+def die_at(url: str, fd: int, *, point: str) -> None:
+    """Push a seed, then push ``LINKS`` URLs and die (exit ``DIED``) when the push reaches
+    ``point`` (``storages._redis.points``)."""
+    store = Store.open(url)
+    frontier = store.frontier(crawl="c", queues="host", delay=0, max_in_flight=None)
+    frontier.push(Seed.get("https://first.test/"))
+    points.hook = lambda name: os._exit(DIED) if name == point else None
+    frontier.push_many(Seed.get(f"https://link{i}.test/") for i in range(LINKS))
+    _ack(fd, "PUSHED")
 
 
 def pause_in_commit(url: str, fd: int, *, point: str, push: list[str], report: bool = False,

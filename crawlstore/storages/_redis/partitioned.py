@@ -50,6 +50,7 @@ from ...frontier.spi import (
 )
 from ...url import FINGERPRINT_VERSION, Fingerprint
 from .._records import ms_up, pack, unpack
+from . import points
 from .bucket import BucketUnit, Conflict, WideUnit, commit_all, commit_many
 from .keys import (
     CLAIMS,
@@ -282,6 +283,7 @@ class PartitionedRedisStorage(RedisStorage):
             self.server.read(due)
         else:  # (one connection: in order)
             self.server.read(inboxes + due)
+        points.reached(points.POSTED)
         for tag in fields:
             self._hinted[tag] = 0
             self._quiet.discard(tag)
@@ -316,6 +318,8 @@ class PartitionedRedisStorage(RedisStorage):
                     raise CorruptRecord(f"inbox record {field.hex()} of {tag!r} is malformed: "
                                         f"{exc!r}") from None  # fmt: skip
         self._refusals[tag] = refusals
+        if posts or refused:
+            points.reached(points.FOLDING)
         return list(posts.values()), refused
 
     def unpost(self, crawl: CrawlRecord, fps: Sequence[bytes], refused: int) -> None:

@@ -1,0 +1,48 @@
+"""Inboxes on Redis in partitions (``?partitioned=1``), with processes that die: a push killed
+after its posts reached their inboxes, or while its fold had read an inbox and sent nothing of
+its commit, loses no URL and queues none twice; the next pop folds them. On one server and on
+the cluster (three masters, three replicas).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+import redis_worker
+from redis_servers import NO_SERVER, Cluster, Node, have_server
+from redis_worker import spawn
+
+from crawlstore import Store
+from crawlstore.storages._redis import points
+
+pytestmark = pytest.mark.skipif(not have_server(), reason=f"{NO_SERVER}: Redis tests skipped")
+_namespaces = itertools.count()
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+def url(request: pytest.FixtureRequest) -> str:
+    ns = f"inbox{os.getpid()}-{next(_namespaces)}"
+    if request.param == "cluster":
+        cluster: Cluster = request.getfixturevalue("cluster")
+        return f"{cluster.url}?ns={ns}&partitioned=1"
+    node: Node = request.getfixturevalue("redis_node")
+    return f"redis://127.0.0.1:{node.port}/0?ns={ns}&partitioned=1"
+
+
+@pytest.mark.parametrize("point", [points.POSTED, points.FOLDING])
+def test_a_push_killed_after_its_posts_loses_no_url(url: str, point: str) -> None:
+    child = spawn(redis_worker.die_at, url, point=point)
+    assert os.WEXITSTATUS(child.wait(60)) == redis_worker.DIED, child.lines
+    assert "PUSHED" not in child.lines
+    links = [f"https://link{i}.test/" for i in range(redis_worker.LINKS)]
+    with Store.open(url) as store:
+        frontier = store.frontier(crawl="c")
+        assert frontier.url(links[0]).state == "unknown"  # posted, not folded yet
+        popped = [r.seed.url for r in frontier.pop_many(100)]
+        assert sorted(popped) == sorted(["https://first.test/", *links])
+        assert frontier.pop_many(100) == []
+        stats = frontier.stats()
+        assert stats.admitted == 1 + len(links) and stats.in_flight == 1 + len(links)
+        assert stats.queued == 0
