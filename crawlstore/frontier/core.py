@@ -172,6 +172,9 @@ class CoreFrontier(FrontierCore):
         self._next_reap = -math.inf
         #: Over a partitioned storage, when each partition is reaped next.
         self._next_reaps: dict[int, float] = {}
+        #: The partitions this frontier posted to in transactions (with a queue posted to in
+        #: each), where nothing folded them yet: its next read folds them first (``_settle``).
+        self._unfolded: dict[int, str] = {}
         #: What a dry run's copy tells of its steps (``dry_copy``); None on a real core.
         self._watch: Watch | None = None
         #: The crawl as this view last read it, inside a unit of the storage; every unit reads
@@ -264,6 +267,19 @@ class CoreFrontier(FrontierCore):
         conflicts); what it returned. Inside an open transaction it joins it: a conflict is
         then the outer transaction's."""
         return self.storage.run(operation)
+
+    def _view(self, operation: Callable[[], _T]) -> _T:
+        """``operation`` as a read of the storage, once this frontier's own posts are folded
+        (``_settle``): a process reads its own pushes."""
+        self._settle()
+        return self.storage.view(operation)
+
+    def _settle(self) -> None:
+        """Fold the inboxes this frontier posted to in transactions (a storage with inboxes),
+        unless a transaction is open (its reads do not see its own posts)."""
+        if self._unfolded and not cast("spi.Inboxes", self.storage).in_transaction():
+            keys, self._unfolded = list(self._unfolded.values()), {}
+            partitioned.fold_posts(self, (), keys)
 
     def queue_for(self, seed: Seed) -> str:
         check_seed(seed)
@@ -706,6 +722,7 @@ class CoreFrontier(FrontierCore):
         only a report frees; see ``frontier/peek.py``."""
         from .peek import peek
 
+        self._settle()
         return peek(self, n, queue)
 
     def next_revisit(self) -> float | None:
@@ -718,7 +735,7 @@ class CoreFrontier(FrontierCore):
                 return None
             return self.storage.next_event(crawl)
 
-        return self.storage.view(read)
+        return self._view(read)
 
     def next_due(self) -> float | None:
         """When something of the crawl may next happen (a lower bound): a queue's delay ends,
@@ -728,7 +745,7 @@ class CoreFrontier(FrontierCore):
             crawl = self.existing_crawl()
             return self.storage.next_event(crawl) if crawl is not None else None
 
-        return self.storage.view(_read)
+        return self._view(_read)
 
     # -- upkeep: due schedules and leases that ended without a report ---------------------------
 
@@ -1038,7 +1055,7 @@ class CoreFrontier(FrontierCore):
             crawl = self.existing_crawl()
             return self.storage.totals(crawl) if crawl is not None else {}
 
-        c = self.storage.view(totals)
+        c = self._view(totals)
         refused = {k.split(":", 1)[1]: v for k, v in c.items() if k.startswith("refused:") and v}
         return Stats(
             admitted=c.get("admitted", 0),
@@ -1073,6 +1090,7 @@ class CoreFrontier(FrontierCore):
         while the records are read: consume them, or close the iterator)."""
         from .export import export_frontier, in_reader, with_end
 
+        self._settle()
         return in_reader(self.storage, lambda: with_end(export_frontier(self)))
 
     def load(
@@ -1103,7 +1121,7 @@ class CoreFrontier(FrontierCore):
                     scheduled.append((*url.slot, url.seed, url.kind))
             return crawl.policy.order, queued, in_flight, scheduled
 
-        order, queued, in_flight, scheduled = self.storage.view(read)
+        order, queued, in_flight, scheduled = self._view(read)
         queued.sort(key=lambda e: tuple(e[0]))
         scheduled.sort(key=lambda e: (e[0], e[1]))
         return Snapshot(

@@ -52,7 +52,7 @@ def queue(core: CoreFrontier, key: str) -> QueueInfo | None:
         q = core.storage.queue(crawl, key) if crawl is not None else None
         return _info(q) if q is not None else None
 
-    return core.storage.view(_read)
+    return core._view(_read)
 
 
 def queues(core: CoreFrontier, *, after: str | None = None, limit: int = 100) -> list[QueueInfo]:
@@ -64,7 +64,7 @@ def queues(core: CoreFrontier, *, after: str | None = None, limit: int = 100) ->
             return []
         return [_info(q) for q in core.storage.queues(crawl, after, limit)]
 
-    return core.storage.view(_read)
+    return core._view(_read)
 
 
 def set_queue(
@@ -167,7 +167,7 @@ def url(core: CoreFrontier, url: str | bytes) -> URLStatus:
             return URLStatus(shown, fp, "unknown")
         return _status(core, record, crawl)  # type: ignore[arg-type]
 
-    return core.storage.view(_read)
+    return core._view(_read)
 
 
 def scan(
@@ -275,7 +275,7 @@ def urls(
                     break
         return out
 
-    return core.storage.view(_read)
+    return core._view(_read)
 
 
 def count(
@@ -303,7 +303,7 @@ def count(
             return _count_of(c, state)
         return sum(1 for url in scan(core, crawl, queue, None) if keep.keeps(url))
 
-    return core.storage.view(_read)
+    return core._view(_read)
 
 
 def purge(core: CoreFrontier, *, before: float, queue: str | None = None) -> int:

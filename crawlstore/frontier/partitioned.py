@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .core import CoreFrontier
     from .spi import CrawlRecord, Inboxes, Partitioned
 
-__all__ = ["each", "pop", "pop_many", "push_many", "report_many", "run_on", "units"]
+__all__ = ["each", "fold_posts", "pop", "pop_many", "push_many", "report_many", "run_on", "units"]
 
 _T = TypeVar("_T")
 _DUPLICATE = Admission(Reason.DUPLICATE)
@@ -126,9 +126,10 @@ def push_many(core: CoreFrontier, batch: list[Seed], new_only: bool) -> list[Adm
 def _post_many(core: CoreFrontier, crawl: CrawlRecord, batch: list[Seed], keys: list[str],
                new_only: bool) -> list[Admission]:  # fmt: skip
     """A push into the inboxes of its URLs' partitions (``spi.Inboxes``): each URL admitted
-    or refused now, from its record and its inbox as they are, the admitted ones posted,
-    then folded into their queues once the open transaction commits (at once outside one).
-    A URL posted twice meanwhile, by two clients at one instant, is folded once."""
+    or refused now, from its record and its inbox as they are, the admitted ones posted, then
+    folded into their queues before the push returns; in a transaction, by later units on
+    their partitions (a pop folds first), not by the transaction. A URL posted twice
+    meanwhile, by two clients at one instant, is folded once."""
     storage = cast("Inboxes", core.storage)
     fps = [seed.fingerprint for seed in batch]
     answers: list[Admission] = []
@@ -146,15 +147,21 @@ def _post_many(core: CoreFrontier, crawl: CrawlRecord, batch: list[Seed], keys: 
             refused.append(key)
         answers.append(answer)
     storage.post(crawl, posts, refused)
-    storage.after(lambda: _fold_each(core, crawl, fps, keys))
+    if storage.in_transaction():  # folded by the next unit there, or this frontier's next read
+        for key in keys:
+            core._unfolded.setdefault(storage.partition_of(crawl, key), key)
+    else:
+        fold_posts(core, fps, keys)
     return answers
 
 
-def _fold_each(core: CoreFrontier, crawl: CrawlRecord, fps: Sequence[bytes],
-               keys: Sequence[str]) -> None:  # fmt: skip
+def fold_posts(core: CoreFrontier, fps: Sequence[bytes], keys: Sequence[str]) -> None:
     """Fold the inboxes of the partitions of these queues, each in a unit of its own
     (``_in_unit`` folds), reading ahead for them all at once."""
     storage = _storage(core)
+    crawl = storage.crawl(core.name)
+    if crawl is None or not crawl.settled:
+        return
     partitions = sorted({storage.partition_of(crawl, key) for key in keys})
     if len(partitions) > 1:
         storage.prefetch(crawl, fps, keys)

@@ -667,8 +667,8 @@ class Inboxes(Partitioned, Protocol):
     unit on the partitions its URLs go to; it appends them to those partitions' inboxes, which
     takes no version and never conflicts. The core folds a partition's inbox into its queues
     at the start of its next unit there (``posted``, then ``unpost`` in the same unit: an entry
-    leaves the inbox only with a unit that committed). An inbox holds a URL once: a post of a
-    URL already posted there replaces it."""
+    leaves the inbox only with a unit that committed), in the order they were posted. An
+    inbox holds a URL once: a post of a URL already posted there replaces it."""
 
     def look(self, crawl: CrawlRecord, fps: Sequence[bytes],
              keys: Sequence[str]) -> list[tuple[UrlRecord | None, bool]]:  # fmt: skip
@@ -683,16 +683,18 @@ class Inboxes(Partitioned, Protocol):
         all when it rolls back)."""
 
     def posted(self, crawl: CrawlRecord) -> tuple[list[Post], int]:
-        """In a unit on a partition: what its inbox holds (in no particular order), and the
-        refusals counted there."""
+        """In a unit on a partition: what its inbox holds, in the order posted (one client's
+        posts in its order; two clients' in an order of the storage's), and the refusals
+        counted there."""
 
     def unpost(self, crawl: CrawlRecord, fps: Sequence[bytes], refused: int) -> None:
         """In a unit on a partition: take these URLs and ``refused`` refusals out of its inbox
         when the unit commits."""
 
-    def after(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` once the open unit over every partition has committed, outside it
-        (never when it rolls back); at once when none is open."""
+    def in_transaction(self) -> bool:
+        """Whether the caller is in a unit over every partition (a transaction): a push there
+        leaves its posts to later units on their partitions (a pop folds before it chooses),
+        where a push outside one folds them before it returns."""
 
 
 class ViewData(Protocol):

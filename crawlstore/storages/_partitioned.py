@@ -98,9 +98,6 @@ class PartitionedMemoryStorage:
         self.capabilities = Capabilities(persistent=False, atomic_views=True,
                                           durability="memory", shared=False,
                                           partitions=partitions, inboxes=inboxes)  # fmt: skip
-        #: What runs once the open unit over every partition commits (``after``).
-        self._after: ContextVar[list[Callable[[], object]] | None] = ContextVar(
-            f"after{id(self)}", default=None)  # fmt: skip
         self._parts = [MemoryStorage(token_prefix=bytes([p])) for p in range(partitions)]
         self._scope: ContextVar[int | None] = ContextVar(f"scope{id(self)}", default=None)
         self._crawls: dict[str, _Crawl] = {}
@@ -150,8 +147,6 @@ class PartitionedMemoryStorage:
             raise PartitionError(f"a unit on partition {held} cannot open a unit on "
                                  f"{'every partition' if scope == _ALL else scope}")  # fmt: skip
         parts = self._parts if scope == _ALL else [self._parts[scope]]
-        outermost = held is None and scope == _ALL
-        after = self._after.set([]) if outermost else None
         try:
             with contextlib.ExitStack() as stack:
                 for part in parts:  # always in partition order: no two units wait on each other
@@ -162,16 +157,6 @@ class PartitionedMemoryStorage:
                     yield
                 finally:
                     self._scope.reset(token)
-        except BaseException:
-            if after is not None:
-                self._after.reset(after)
-            raise
-        else:
-            if after is not None:
-                callbacks = self._after.get() or []
-                self._after.reset(after)
-                for callback in callbacks:
-                    callback()
         finally:  # committed or rolled back: the hints say what the partitions now hold
             # (after a unit nested in another one too: a pop in the outer one reads them; the
             # outer one's end reads them again, rolled back or not)
@@ -322,12 +307,8 @@ class PartitionedMemoryStorage:
 
                 self._undo(undo)
 
-    def after(self, callback: Callable[[], object]) -> None:
-        callbacks = self._after.get()
-        if callbacks is None:
-            callback()
-        else:
-            callbacks.append(callback)
+    def in_transaction(self) -> bool:
+        return self._scope.get() is not None
 
     def _unit_partition(self, what: str) -> int:
         scope = self._scope.get()

@@ -3,7 +3,9 @@ records and inboxes, posted, and folded into its queues by a later unit. Over th
 storage in partitions and over Redis in partitions (``?partitioned=1``), with two clients on
 one store where it matters: a post whose fold never ran (its client killed after the post) is
 folded by the next pop; two clients that post one URL at once queue it once; a transaction's
-pushes show when it commits, and not at all when it rolls back.
+pushes are folded by its process's next read once it commits, or by any process's pop (one in
+the transaction too), and never posted when it rolls back; a fold keeps the order of a
+client's pushes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 
 from crawlstore import Done, Seed, Store
 from crawlstore.clock import ManualClock
-from crawlstore.frontier import Frontier
+from crawlstore.frontier import Frontier, partitioned
 from crawlstore.storages._partitioned import PartitionedMemoryStorage
 
 Clients = Callable[[], Store]
@@ -58,7 +60,7 @@ def test_a_post_whose_fold_never_ran_is_folded_by_the_next_pop(
     f = _frontier(a)
     f.push(_seed(0, "first"))  # the crawl made
     with monkeypatch.context() as patch:  # killed after its post: the fold never runs
-        patch.setattr(type(a._storage), "after", lambda self, callback: None)
+        patch.setattr(partitioned, "fold_posts", lambda core, fps, keys: None)
         assert all(f.push_many([_seed(1), _seed(2)]))
     assert f.url(_seed(1).url).state == "unknown"  # in the inbox: not shown yet
     assert not f.push(_seed(1))  # posted already: a duplicate
@@ -96,9 +98,7 @@ def test_two_clients_that_post_one_url_at_once_queue_it_once(
     assert fb.pop_many(10) == [] and fa.stats().done == 2
 
 
-def test_a_transaction_s_pushes_show_when_it_commits_and_its_pops_fold_them(
-    clients: Clients,
-) -> None:
+def test_a_transaction_s_pushes_show_to_its_process_once_it_commits(clients: Clients) -> None:
     store = clients()
     f = _frontier(store)
     f.push(_seed(0, "first"))
@@ -115,7 +115,33 @@ def test_a_transaction_s_pushes_show_when_it_commits_and_its_pops_fold_them(
     assert stats.admitted == 3 and stats.in_flight == 3 and stats.refused == {"duplicate": 1}
     with store.transaction():
         f.push(_seed(3))
-    assert f.url(_seed(3).url).state == "queued" and len(f) == 4
+    other = _frontier(clients())  # another process: not until something folds them
+    assert other.url(_seed(3).url).state == "unknown" and len(other) == 3
+    assert not other.push(_seed(3))  # a duplicate: in its inbox
+    assert f.url(_seed(3).url).state == "queued" and len(f) == 4  # its own read folds them
+    assert other.url(_seed(3).url).state == "queued"
+    assert f.stats().refused == {"duplicate": 2}
+
+
+def test_another_process_s_pop_folds_a_transaction_s_pushes(clients: Clients) -> None:
+    store = clients()
+    f = _frontier(store)
+    f.push(_seed(0, "first"))
+    with store.transaction():
+        f.push(_seed(1))
+    other = _frontier(clients())
+    assert sorted(r.seed.url for r in other.pop_many(10)) == sorted(
+        [_seed(0, "first").url, _seed(1).url]
+    )
+
+
+def test_a_fold_keeps_the_order_of_a_client_s_pushes(clients: Clients) -> None:
+    store = clients()
+    f = store.frontier("fifo", queues="single")
+    with store.transaction():
+        for i in range(6):
+            f.push(_seed(i % 3, f"p{i}"))
+    assert [r.seed.url for r in f.pop_many(6)] == [_seed(i % 3, f"p{i}").url for i in range(6)]
 
 
 def test_a_transaction_that_rolls_back_posts_nothing(clients: Clients) -> None:

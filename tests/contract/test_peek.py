@@ -183,7 +183,7 @@ def test_an_expired_lease_comes_first_as_pop_reclaims_it(
 
 def test_peek_reads_a_transaction_s_own_writes_and_leaves_them(store: Store) -> None:
     f = store.frontier("fifo", queues="single")
-    inboxes = store.capabilities.inboxes  # a push shows once its transaction commits
+    inboxes = store.capabilities.inboxes  # a transaction's pushes: folded once it commits
     with store.transaction():
         f.push_many([seed("a"), seed("b")])
         assert [u.seed.url for u in f.peek()] == (

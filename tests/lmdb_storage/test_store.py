@@ -141,7 +141,7 @@ def test_nested_failure_rolls_back_the_outer_transaction(store: Store) -> None:
 def test_reads_inside_a_transaction_see_its_writes(store: Store) -> None:
     f = store.frontier()
     seen = store.seen()
-    inboxes = store.capabilities.inboxes  # a push shows once its transaction commits
+    inboxes = store.capabilities.inboxes  # a transaction's pushes: folded once it commits
     with store.transaction():
         f.push(seed("a"))
         seen.insert(seed("a").fingerprint)

@@ -121,8 +121,6 @@ class PartitionedRedisStorage(RedisStorage):
         self.commits = self.conflicts = 0
         #: The posts of the open transaction, written with its commit: (bucket, field, value).
         self._posting: list[tuple[bytes, bytes, bytes]] = []
-        #: What runs once the open transaction commits (``after``); None: none is open.
-        self._after_commit: list[Callable[[], object]] | None = None
         #: Inboxes read ahead (``prefetch``), by bucket: the version they were read at, and
         #: their fields; the refusal fields a unit's ``posted`` read, by bucket.
         self._inboxes: dict[bytes, tuple[bytes, dict[bytes, bytes]]] = {}
@@ -132,6 +130,7 @@ class PartitionedRedisStorage(RedisStorage):
         #: The buckets a pop found due with no post marked (its unit reads no inbox there: a
         #: post it misses marks the bucket again, for the next pop).
         self._quiet: set[bytes] = set()
+        self._last_ordinal = 0
         super().__init__(server, readonly=readonly, fingerprint=fingerprint)
         self.capabilities = replace(self.capabilities, partitions=self.buckets, inboxes=True)
 
@@ -168,7 +167,7 @@ class PartitionedRedisStorage(RedisStorage):
             routed = self._routed = RoutedUnit(store, self._held)
             self._owner, self._unit = journal.owner(), routed
             dry, self._dry = self._dry, discard
-            self._posting, self._after_commit = [], []
+            self._posting = []
             self._folded.clear()
             opened = journal.begin(self)  # in-memory state rolls back with the unit
             committed = False
@@ -204,10 +203,8 @@ class PartitionedRedisStorage(RedisStorage):
             finally:
                 self._owner = self._unit = self._routed = None
                 self._dry = dry
-                callbacks, self._after_commit, self._posting = self._after_commit, None, []
+                self._posting = []
                 self._folded.clear()
-                if not committed:
-                    callbacks = []
                 if not committed:
                     self._drop_held()
                 journal.end(opened, commit=committed)
@@ -215,8 +212,6 @@ class PartitionedRedisStorage(RedisStorage):
                 self._hinted[tag] = 0
                 self._quiet.discard(tag)
             self._commit_held()
-            for callback in callbacks or ():
-                callback()
 
     def _commit_wide(self, store: WideUnit, posts: WideUnit) -> None:
         """Commit a transaction on one server: its own writes, its posts and its held units',
@@ -263,7 +258,7 @@ class PartitionedRedisStorage(RedisStorage):
         if self._scope is not None:
             raise PartitionError("a push posts outside a unit on a bucket")
         entries = [(self._queue_bucket(crawl, post.key), bytes(post.seed.fingerprint),
-                    pack(post.to_record())) for post in posts]  # fmt: skip
+                    pack([self._ordinal(), post.to_record()])) for post in posts]  # fmt: skip
         for tag, n in Counter(self._queue_bucket(crawl, key) for key in refused).items():
             entries.append((tag, b"~r" + os.urandom(8), b"%d" % n))
         if not entries:
@@ -304,7 +299,7 @@ class PartitionedRedisStorage(RedisStorage):
         folded = self._folded.get(tag, set())
         own = [(f, v) for t, f, v in self._posting if t == tag]  # the transaction's posts
         found = [(f, v) for f, v in [*fields.items(), *own] if f not in folded]
-        posts: dict[bytes, Post] = {}
+        posts: dict[bytes, tuple[int, Post]] = {}
         refusals: list[bytes] = []
         refused = 0
         for field, value in found:
@@ -313,14 +308,20 @@ class PartitionedRedisStorage(RedisStorage):
                 refused += int(value)
             else:
                 try:
-                    posts[field] = Post.from_record(unpack("inbox", field, value))
+                    ordinal, record = unpack("inbox", field, value)
+                    posts[field] = (int(ordinal), Post.from_record(record))
                 except (TypeError, ValueError) as exc:
                     raise CorruptRecord(f"inbox record {field.hex()} of {tag!r} is malformed: "
                                         f"{exc!r}") from None  # fmt: skip
         self._refusals[tag] = refusals
         if posts or refused:
             points.reached(points.FOLDING)
-        return list(posts.values()), refused
+        return [post for _, post in sorted(posts.values(), key=lambda p: p[0])], refused
+
+    def _ordinal(self) -> int:
+        """A post's place in its inbox: this process's posts in order, others' by time."""
+        self._last_ordinal = max(self._last_ordinal + 1, time.time_ns())
+        return self._last_ordinal
 
     def unpost(self, crawl: CrawlRecord, fps: Sequence[bytes], refused: int) -> None:
         tag = self._scope
@@ -332,11 +333,8 @@ class PartitionedRedisStorage(RedisStorage):
             unit.hset(tag + INBOX, field, None)
             folded.add(field)
 
-    def after(self, callback: Callable[[], object]) -> None:
-        if self._after_commit is not None and journal.check_owner(self._owner, self):
-            self._after_commit.append(callback)
-        else:
-            callback()
+    def in_transaction(self) -> bool:
+        return self._unit is not None and journal.check_owner(self._owner, self)
 
     def run(self, operation: Callable[[], _T]) -> _T:
         """``operation`` as one transaction, run again while it conflicts (when it is not
