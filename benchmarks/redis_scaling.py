@@ -172,10 +172,20 @@ def _client(url: str, cid: int, seconds: float, fetch: float, barrier: Any, resu
 LAYOUTS = {"locked": "", "partitioned": "&partitioned=1"}
 
 
+def server_cpu(dep: Deployment) -> float:
+    """The CPU seconds the deployment's masters used so far (``INFO cpu``, summed)."""
+    total = 0.0
+    for master in dep.masters:
+        info = master.info("cpu")
+        total += float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+    return total
+
+
 def run(dep: Deployment, clients: int, shared: bool, ns: str, seconds: float,
-        fetch: float, layout: str = "") -> list[Client]:  # fmt: skip
+        fetch: float, layout: str = "") -> tuple[list[Client], float]:  # fmt: skip
     """One run on emptied servers: ``clients`` spawned crawler processes, started together,
-    on one store (``shared``) or a store each, of the layout ``layout`` (a URL option)."""
+    on one store (``shared``) or a store each, of the layout ``layout`` (a URL option); what
+    each did, and the masters' CPU seconds while they ran."""
     dep.reset()
     names = [ns] if shared else [f"{ns}-{i}" for i in range(clients)]
     urls = [dep.store_url(name) + layout for name in names]
@@ -191,7 +201,9 @@ def run(dep: Deployment, clients: int, shared: bool, ns: str, seconds: float,
         p.start()
     try:
         barrier.wait(120)
+        cpu = server_cpu(dep)
         got = [results.get(timeout=seconds + 120) for _ in procs]
+        cpu = server_cpu(dep) - cpu
     except threading.BrokenBarrierError:
         try:
             got = [results.get(timeout=30)]
@@ -208,7 +220,7 @@ def run(dep: Deployment, clients: int, shared: bool, ns: str, seconds: float,
     errors = [c.error for c in got if c.error]
     if errors:
         raise RuntimeError(f"a client process failed: {errors[0]}")
-    return got
+    return got, cpu
 
 
 def _share(part: int, whole: int) -> str:
@@ -225,7 +237,7 @@ def _ms(values: list[float], *quantiles: float) -> str:
 
 COLUMNS = ["clients", "vs P=1", "pages a client, min-max", "unit wait ms p50 / p99 / max",
            "pop_many ms p50 / max", "round trips a unit", "client CPU ms a page",
-           "conflicts a commit"]  # fmt: skip
+           "server CPU ms a page", "conflicts a commit"]  # fmt: skip
 
 
 def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str, str],
@@ -252,12 +264,14 @@ def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str,
     live = [r for r in table.rows if not r.skipped]
     progress.start("redis: scaling", len(live) * sh.rounds)
     clients: dict[str, list[Client]] = {r.key: [] for r in table.rows}
+    servers: dict[str, float] = dict.fromkeys(clients, 0.0)
 
     def one(row: Row, i: int) -> float:
         dep, p, shared, option = spec[row.key]
         assert dep is not None
-        got = run(dep, p, shared, f"r{i}-{row.key}", sh.seconds, sh.fetch, option)
+        got, cpu = run(dep, p, shared, f"r{i}-{row.key}", sh.seconds, sh.fetch, option)
         clients[row.key] += got
+        servers[row.key] += cpu
         pages = sum(c.pages for c in got)
         return (max(c.end for c in got) - min(c.start for c in got)) / pages  # s a page
 
@@ -278,6 +292,7 @@ def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str,
             "pop_many ms p50 / max": _ms([w for c in got for w in c.pops], 0.5),
             "round trips a unit": f"{sum(c.trips for c in got) / sum(c.units for c in got):.1f}",
             "client CPU ms a page": f"{sum(c.cpu for c in got) / pages * 1000:.2f}",
+            "server CPU ms a page": f"{servers[row.key] / pages * 1000:.2f}",
             "conflicts a commit": _share(
                 sum(c.conflicts for c in got), sum(c.commits for c in got)
             ),
@@ -317,7 +332,9 @@ def _notes(table: Table, sh: Shape) -> None:
         "a unit: redis-py's sends (a command or a pipeline) in the processes, counted by "
         "wrapping `send_packed_command`, over the units (2 a batch: the pop and the "
         "transaction; lock polls count). client CPU: `time.process_time()` of the loops, "
-        "summed, over the pages. conflicts a commit (partitioned): units that found their "
+        "summed, over the pages. server CPU: the masters' `used_cpu_sys` + `used_cpu_user` "
+        "(`INFO cpu`) from the barrier to the last client's result, over the pages (replicas "
+        "not counted). conflicts a commit (partitioned): units that found their "
         "bucket (or a transaction, what it read) changed by another client and ran again, over "
         "the units committed with writes; a transaction that conflicted is run again by the "
         "loop (`TransactionConflict`: nothing of it was written).",
