@@ -211,7 +211,8 @@ def pop_many(
         partitions = [storage.partition_of(crawl, only)]
         _reap(core, crawl, now, partitions)
     else:
-        _reap(core, crawl, now, storage.partitions(crawl))
+        if storage.capabilities.local_holders:  # (else leases end by time only: no reaping)
+            _reap(core, crawl, now, storage.partitions(crawl))
         partitions = storage.due_partitions(crawl, now)
     out: list[Ready] = []
     served: set[str] = set()

@@ -981,6 +981,7 @@ class PartitionedRedisStorage(RedisStorage):
     def lease(self, crawl: CrawlRecord, queue: QueueRecord, lease: LeaseRecord) -> None:
         self._writes(crawl, queue.key)
         super().lease(crawl, queue, lease)
+        self._known_claims[bytes(lease.fp)] = queue.key  # (its report reads ahead there)
 
     def extend_lease(self, crawl: CrawlRecord, lease: LeaseRecord, expires: float) -> None:
         self._writes(crawl, lease.queue)
