@@ -30,7 +30,7 @@ _BLOOM_PARAMS = ("expected", "fp_rate", "bits", "hashes")
 def export_crawl(storage: StoreStorage, frontier: CoreFrontier) -> Iterator[dict[str, Any]]:
     """The crawl's records, each read in the storage's reader (one snapshot where it keeps one:
     in a file; on Redis, each record consistent in itself)."""
-    frontier.core._settle()  # (this process's own posts, folded first)
+    frontier.core._settle(every=True)  # (what any client posted, folded first)
     return in_reader(storage, lambda: with_end(_records(storage, frontier)))
 
 

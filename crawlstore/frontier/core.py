@@ -274,10 +274,15 @@ class CoreFrontier(FrontierCore):
         self._settle()
         return self.storage.view(operation)
 
-    def _settle(self) -> None:
+    def _settle(self, every: bool = False) -> None:
         """Fold the inboxes this frontier posted to in transactions (a storage with inboxes),
-        unless a transaction is open (its reads do not see its own posts)."""
-        if self._unfolded and not cast("spi.Inboxes", self.storage).in_transaction():
+        unless a transaction is open (its reads do not see its own posts); with ``every``,
+        every inbox of the crawl that holds anything (an export carries what any client
+        posted; on a store opened read-only, what is not folded yet is not exported)."""
+        storage = self.storage
+        if every and storage.capabilities.inboxes:
+            partitioned.fold_all(self)
+        if self._unfolded and not cast("spi.Inboxes", storage).in_transaction():
             keys, self._unfolded = list(self._unfolded.values()), {}
             partitioned.fold_posts(self, (), keys)
 
@@ -1090,7 +1095,7 @@ class CoreFrontier(FrontierCore):
         while the records are read: consume them, or close the iterator)."""
         from .export import export_frontier, in_reader, with_end
 
-        self._settle()
+        self._settle(every=True)
         return in_reader(self.storage, lambda: with_end(export_frontier(self)))
 
     def load(

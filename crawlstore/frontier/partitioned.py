@@ -15,13 +15,14 @@ partitions never wait on each other. What it means to a caller:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from ..errors import NotInFlight
+from ..errors import NotInFlight, ReadOnlyStore
 from ..seed import Seed
 from .protocol import Admission, Empty, Pop, Ready, Reason, SeedReport
 from .spi import Post
@@ -30,7 +31,17 @@ if TYPE_CHECKING:
     from .core import CoreFrontier
     from .spi import CrawlRecord, Inboxes, Partitioned
 
-__all__ = ["each", "fold_posts", "pop", "pop_many", "push_many", "report_many", "run_on", "units"]
+__all__ = [
+    "each",
+    "fold_all",
+    "fold_posts",
+    "pop",
+    "pop_many",
+    "push_many",
+    "report_many",
+    "run_on",
+    "units",
+]
 
 _T = TypeVar("_T")
 _DUPLICATE = Admission(Reason.DUPLICATE)
@@ -153,6 +164,20 @@ def _post_many(core: CoreFrontier, crawl: CrawlRecord, batch: list[Seed], keys: 
     else:
         fold_posts(core, fps, keys)
     return answers
+
+
+def fold_all(core: CoreFrontier) -> None:
+    """Fold every inbox of the crawl that holds anything, each in a unit of its own."""
+    storage = cast("Inboxes", core.storage)
+    crawl = storage.crawl(core.name)
+    if crawl is None or not crawl.settled or storage.in_transaction():
+        return
+
+    def fold() -> None:
+        _in_unit(core)
+
+    with contextlib.suppress(ReadOnlyStore):  # (a store opened read-only: they stay posted)
+        _run_each(core, [(p, fold) for p in storage.posted_partitions(crawl)])
 
 
 def fold_posts(core: CoreFrontier, fps: Sequence[bytes], keys: Sequence[str]) -> None:

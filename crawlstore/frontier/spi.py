@@ -691,6 +691,9 @@ class Inboxes(Partitioned, Protocol):
         """In a unit on a partition: take these URLs and ``refused`` refusals out of its inbox
         when the unit commits."""
 
+    def posted_partitions(self, crawl: CrawlRecord) -> list[int]:
+        """The crawl's partitions whose inboxes hold anything now (one read)."""
+
     def in_transaction(self) -> bool:
         """Whether the caller is in a unit over every partition (a transaction): a push there
         leaves its posts to later units on their partitions (a pop folds before it chooses),

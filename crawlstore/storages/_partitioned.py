@@ -307,6 +307,11 @@ class PartitionedMemoryStorage:
 
                 self._undo(undo)
 
+    def posted_partitions(self, crawl: CrawlRecord) -> list[int]:
+        data = self._data(crawl)
+        with self._side:
+            return [p for p, inbox in enumerate(data.inboxes) if inbox or data.refused[p]]
+
     def in_transaction(self) -> bool:
         return self._scope.get() is not None
 

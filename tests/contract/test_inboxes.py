@@ -160,3 +160,17 @@ def test_a_transaction_that_rolls_back_posts_nothing(clients: Clients) -> None:
     assert sorted(r.seed.url for r in f.pop_many(10)) == sorted(
         s.url for s in [_seed(0, "first"), _seed(1)]
     )
+
+
+def test_an_export_carries_what_a_killed_client_posted(
+    clients: Clients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = clients()
+    f = _frontier(a)
+    f.push(_seed(0, "first"))
+    with monkeypatch.context() as patch:  # killed after its post: the fold never runs
+        patch.setattr(partitioned, "fold_posts", lambda core, fps, keys: None)
+        assert f.push(_seed(1))
+    other = _frontier(clients())
+    urls = {Seed.from_record(r["seed"]).url for r in other.export() if r.get("type") == "url"}
+    assert urls == {_seed(0, "first").url, _seed(1).url}

@@ -333,6 +333,12 @@ class PartitionedRedisStorage(RedisStorage):
             unit.hset(tag + INBOX, field, None)
             folded.add(field)
 
+    def posted_partitions(self, crawl: CrawlRecord) -> list[int]:
+        live = self._live(crawl)
+        found = self.server.read([("EXISTS", self.bucket_tag(crawl, b) + INBOX) for b in live])
+        base = int(crawl.ref[0]) * self.buckets
+        return [base + b for b, n in zip(live, found, strict=True) if n]
+
     def in_transaction(self) -> bool:
         return self._unit is not None and journal.check_owner(self._owner, self)
 
