@@ -174,3 +174,42 @@ def test_an_export_carries_what_a_killed_client_posted(
     other = _frontier(clients())
     urls = {Seed.from_record(r["seed"]).url for r in other.export() if r.get("type") == "url"}
     assert urls == {_seed(0, "first").url, _seed(1).url}
+
+
+def test_a_transaction_may_push_again_a_url_it_pushed_popped_and_reported(
+    clients: Clients,
+) -> None:
+    store = clients()
+    f = _frontier(store)
+    f.push(_seed(0, "first"))
+    with store.transaction():
+        assert f.push(_seed(1))
+        (ready,) = [r for r in f.pop_many(10) if r.seed.url == _seed(1).url]
+        f.report(Done(ready.seed))
+        assert f.push(_seed(1))  # done: crawled again
+        assert not f.push(_seed(1))  # posted again: a duplicate
+    stats = f.stats()
+    assert stats.admitted == 3 and stats.queued == 1 and stats.refused == {"duplicate": 1}
+    assert _seed(1).url in [r.seed.url for r in f.pop_many(10)]
+
+
+def test_an_export_after_a_pop_folds_what_another_client_posted_to_buckets_it_passed(
+    clients: Clients,
+) -> None:
+    a, b = clients(), clients()
+    fa, fb = _frontier(a), _frontier(b)
+    fa.push(_seed(0, "first"))
+    storage: Any = a._storage
+    crawl = storage.crawl(fa.core.name)
+    buckets: dict[int, int] = {}
+    for host in range(300):
+        buckets.setdefault(storage.partition_of(crawl, fa.queue_for(_seed(host))), host)
+    hosts = list(buckets.values())[:2]  # two hosts in two partitions
+    for host in hosts:
+        fa.push_many([_seed(host, "a"), _seed(host, "b")])
+    assert len(fa.pop_many(1)) == 1 and len(fa.pop_many(1)) == 1  # one partition passed by
+    with b.transaction():  # another client posts there; nothing folds it
+        for host in hosts:
+            assert fb.push(_seed(host, "from-b"))
+    urls = {Seed.from_record(r["seed"]).url for r in fa.export() if r.get("type") == "url"}
+    assert {_seed(host, "from-b").url for host in hosts} <= urls

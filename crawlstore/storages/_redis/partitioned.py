@@ -245,7 +245,8 @@ class PartitionedRedisStorage(RedisStorage):
         for fp, tag in zip(fps, tags, strict=True):
             commands += [("HGET", tag + URLS, fp), ("HEXISTS", tag + INBOX, fp)]
         replies = self.server.read(commands) if commands else []
-        own = {(tag, field) for tag, field, _ in self._posting}
+        own = {(tag, field) for tag, field, _ in self._posting  # (not those folded since)
+               if field not in self._folded.get(tag, ())}  # fmt: skip
         out: list[tuple[UrlRecord | None, bool]] = []
         for i, (fp, tag) in enumerate(zip(fps, tags, strict=True)):
             held = self._held.get(tag)  # (the transaction's own writes there)
@@ -265,6 +266,11 @@ class PartitionedRedisStorage(RedisStorage):
             return
         if self._unit is not None and journal.check_owner(self._owner, self):
             self._posting += entries  # with the transaction's commit
+            for tag, field, value in entries:  # posted again after this transaction folded it:
+                folded = self._folded.get(tag, set())  # the fold's delete gives way to it
+                if field in folded and tag in self._held:
+                    folded.discard(field)
+                    self._held[tag].hset(tag + INBOX, field, value)
             return
         if self.readonly:
             raise ReadOnlyStore(f"{self.server.address} was opened read-only")
@@ -337,7 +343,9 @@ class PartitionedRedisStorage(RedisStorage):
         live = self._live(crawl)
         found = self.server.read([("EXISTS", self.bucket_tag(crawl, b) + INBOX) for b in live])
         base = int(crawl.ref[0]) * self.buckets
-        return [base + b for b, n in zip(live, found, strict=True) if n]
+        posted = [b for b, n in zip(live, found, strict=True) if n]
+        self._quiet.difference_update(self.bucket_tag(crawl, b) for b in posted)
+        return [base + b for b in posted]
 
     def in_transaction(self) -> bool:
         return self._unit is not None and journal.check_owner(self._owner, self)
@@ -669,12 +677,8 @@ class PartitionedRedisStorage(RedisStorage):
                                  ms_up(now), "BYSCORE", "WITHSCORES")])[0]  # fmt: skip
         pairs = _scored(due)
         buckets = [int(member) for member, _ in pairs]
-        for member, score in pairs:  # (a post marks its bucket 0: read those buckets' inboxes)
-            tag = self.bucket_tag(crawl, int(member))
-            if score:
-                self._quiet.add(tag)
-            else:
-                self._quiet.discard(tag)
+        # (a post marks its bucket 0: this pop reads those buckets' inboxes only)
+        self._quiet = {self.bucket_tag(crawl, int(member)) for member, score in pairs if score}
         for tag, unit in self._held.items():  # this transaction's own, not hinted yet
             owner, bucket = _tag_parts(tag)
             if owner == cid and bucket not in buckets and self._head_of(unit, tag) <= ms_up(now):
