@@ -540,12 +540,16 @@ class PartitionedRedisStorage(RedisStorage):
                 saved = self._owner, self._unit, self._scope, self._claims_after
                 self._owner, self._unit, self._scope = journal.owner(), unit, tag
                 claims = self._claims_after = []
-                opened = journal.begin(self)  # (in-memory state: committed with the batch)
+                # (in-memory state a unit changed: kept once it returned, before its commit:
+                # the units the core runs here change none)
+                opened = journal.begin(self)
+                ok = False
                 try:
                     results[i] = operation()
                     if self.readonly and unit.writes:
                         raise ReadOnlyStore(f"{self.server.address} was opened read-only")
                     ran.append((i, unit, self._head(tag), claims))
+                    ok = True
                 except Conflict:
                     unit.abort()
                     again.append(i)
@@ -554,7 +558,7 @@ class PartitionedRedisStorage(RedisStorage):
                     error = error or exc
                 finally:
                     self._owner, self._unit, self._scope, self._claims_after = saved
-                    journal.end(opened, commit=True)
+                    journal.end(opened, commit=ok)
             wrote = [bool(unit.writes) for _, unit, _, _ in ran]
             done = commit_many(self.server, [unit for _, unit, _, _ in ran])
             self.commits += sum(w and ok for w, ok in zip(wrote, done, strict=True))
