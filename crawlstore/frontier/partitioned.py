@@ -45,6 +45,8 @@ __all__ = [
 
 _T = TypeVar("_T")
 _DUPLICATE = Admission(Reason.DUPLICATE)
+#: The due partitions a pop reads ahead for.
+_AHEAD = 8
 
 
 def _storage(core: CoreFrontier) -> Partitioned:
@@ -239,6 +241,8 @@ def pop_many(
         if storage.capabilities.local_holders:  # (else leases end by time only: no reaping)
             _reap(core, crawl, now, storage.partitions(crawl))
         partitions = storage.due_partitions(crawl, now)
+        if len(partitions) > 1:  # (read ahead for the first ones' units at once)
+            storage.prefetch_partitions(crawl, partitions[:_AHEAD])
     out: list[Ready] = []
     served: set[str] = set()
     for p in partitions:

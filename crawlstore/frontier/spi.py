@@ -636,6 +636,10 @@ class Partitioned(Storage, Protocol):
     def claimed(self, crawl: CrawlRecord, fps: Sequence[bytes]) -> list[str | None]:
         """The queue that claims each URL (None: none does)."""
 
+    def prefetch_partitions(self, crawl: CrawlRecord, partitions: Sequence[int]) -> None:
+        """Outside a unit: read ahead, at once, what units on these partitions read first (a
+        storage on a server; a hint, which may do nothing)."""
+
     def due_partitions(self, crawl: CrawlRecord, now: float) -> list[int]:
         """The partitions that may have a queue due at ``now`` (a hint: one in it may turn
         out to have nothing to hand out), starting at a different one each call, so that

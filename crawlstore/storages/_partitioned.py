@@ -321,6 +321,9 @@ class PartitionedMemoryStorage:
             raise PartitionError(f"{what} is a partition's: read and write it in a unit on one")
         return scope
 
+    def prefetch_partitions(self, crawl: CrawlRecord, partitions: Sequence[int]) -> None:
+        pass  # reads are memory reads
+
     def due_partitions(self, crawl: CrawlRecord, now: float) -> list[int]:
         n = len(self._parts)
         start = next(self._turn) % n

@@ -344,7 +344,9 @@ class PartitionedRedisStorage(RedisStorage):
         found = self.server.read([("EXISTS", self.bucket_tag(crawl, b) + INBOX) for b in live])
         base = int(crawl.ref[0]) * self.buckets
         posted = [b for b, n in zip(live, found, strict=True) if n]
-        self._quiet.difference_update(self.bucket_tag(crawl, b) for b in posted)
+        for tag in (self.bucket_tag(crawl, b) for b in posted):  # (their inboxes read anew)
+            self._quiet.discard(tag)
+            self._inboxes.pop(tag, None)
         return [base + b for b in posted]
 
     def in_transaction(self) -> bool:
@@ -415,6 +417,7 @@ class PartitionedRedisStorage(RedisStorage):
               sets: dict[bytes, list[bytes]]) -> None:  # fmt: skip
         """Read these hash fields and sorted sets (and each bucket's totals and index) into
         the buckets' caches, in one pipeline (buckets a transaction holds are left alone)."""
+        self._inboxes = {}  # (a stash another read-ahead left: posts since may be missing)
         tags = [t for t in dict.fromkeys([*fields, *sets]) if t not in self._held]
         commands: list[tuple[Any, ...]] = []
         plans: list[tuple[bytes, list[tuple[str, bytes, list[bytes]]]]] = []
@@ -672,6 +675,11 @@ class PartitionedRedisStorage(RedisStorage):
         commands = [("HGET", self.fp_bucket(crawl, fp) + CLAIMS, fp) for fp in fps]
         replies = self.server.read(commands) if commands else []
         return [None if raw is None else raw.decode("utf-8", "surrogatepass") for raw in replies]
+
+    def prefetch_partitions(self, crawl: CrawlRecord, partitions: Sequence[int]) -> None:
+        """Each bucket's totals, index and inbox, in one pipeline (``_warm``)."""
+        if self._scope is None:
+            self._warm({self._partition_tag(p): {} for p in partitions}, {})
 
     def due_partitions(self, crawl: CrawlRecord, now: float) -> list[int]:
         cid = int(crawl.ref[0])
