@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from redis_servers import Node
+from redis_servers import Cluster, Node
 from redis_worker import Child, read_acks
 
 from crawlstore import Done, Seed, Store
@@ -25,6 +25,7 @@ __all__ = [
     "Acks",
     "Sends",
     "check",
+    "deployment_url",
     "drain_held",
     "pop_all",
     "role",
@@ -200,3 +201,13 @@ class Sends:
 
         monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
         return counter
+
+
+def deployment_url(request: Any, ns: str, query: str = "") -> str:
+    """The URL of a store in namespace ``ns`` (``query``: more options, ``&a=b...``) on the
+    session's cluster when ``request.param`` is "cluster", else on its standalone node."""
+    if request.param == "cluster":
+        cluster: Cluster = request.getfixturevalue("cluster")
+        return f"{cluster.url}?ns={ns}{query}"
+    node: Node = request.getfixturevalue("redis_node")
+    return f"redis://127.0.0.1:{node.port}/0?ns={ns}{query}"

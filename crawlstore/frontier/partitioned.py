@@ -175,11 +175,8 @@ def fold_all(core: CoreFrontier) -> None:
     if crawl is None or not crawl.settled or storage.in_transaction():
         return
 
-    def fold() -> None:
-        _in_unit(core)
-
     with contextlib.suppress(ReadOnlyStore):  # (a store opened read-only: they stay posted)
-        _run_each(core, [(p, fold) for p in storage.posted_partitions(crawl)])
+        _fold_units(core, storage.posted_partitions(crawl))
 
 
 def fold_posts(core: CoreFrontier, fps: Sequence[bytes], keys: Sequence[str]) -> None:
@@ -192,6 +189,11 @@ def fold_posts(core: CoreFrontier, fps: Sequence[bytes], keys: Sequence[str]) ->
     partitions = sorted({storage.partition_of(crawl, key) for key in keys})
     if len(partitions) > 1:
         storage.prefetch(crawl, fps, keys)
+    _fold_units(core, partitions)
+
+
+def _fold_units(core: CoreFrontier, partitions: Sequence[int]) -> None:
+    """A unit on each of these partitions that does nothing but fold (``_in_unit`` folds)."""
 
     def fold() -> None:
         _in_unit(core)

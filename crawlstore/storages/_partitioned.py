@@ -256,28 +256,35 @@ class PartitionedMemoryStorage:
         data = self._data(crawl)
         for key in refused:
             p = self.partition_of(crawl, key)
-            with self._side:
-                data.refused[p] += 1
-                data.stamps[p], data.events[p] = next(self._stamps), -math.inf  # due now
+            self._add_refused(data, p, 1)
             self._undo(functools.partial(self._add_refused, data, p, -1))
+            self._due_now(data, p)
         for post in posts:
             p = self.partition_of(crawl, post.key)
-            fp = post.seed.fingerprint
+            self._put(data.inboxes[p], post.seed.fingerprint, post)
+            self._due_now(data, p)
+
+    def _due_now(self, data: _Crawl, p: int) -> None:
+        """Hint the partition due now (a post there), stamped as ``_hint`` stamps."""
+        with self._side:
+            data.stamps[p], data.events[p] = next(self._stamps), -math.inf
+
+    def _put(self, mapping: dict[bytes, Any], key: bytes, value: Any) -> None:
+        """``mapping[key] = value`` behind ``_side``, undone with the open unit."""
+        with self._side:
+            old = mapping.get(key)
+            mapping[key] = value
+        if old == value:
+            return
+
+        def undo() -> None:
             with self._side:
-                inbox = data.inboxes[p]
-                old = inbox.get(fp)
-                inbox[fp] = post
-                data.stamps[p], data.events[p] = next(self._stamps), -math.inf  # due now
+                if old is None:
+                    mapping.pop(key, None)
+                else:
+                    mapping[key] = old
 
-            def undo(inbox: dict[bytes, Post] = inbox, fp: bytes = fp,
-                     old: Post | None = old) -> None:  # fmt: skip
-                with self._side:
-                    if old is None:
-                        inbox.pop(fp, None)
-                    else:
-                        inbox[fp] = old
-
-            self._undo(undo)
+        self._undo(undo)
 
     def posted(self, crawl: CrawlRecord) -> tuple[list[Post], int]:
         p = self._unit_partition("an inbox")
@@ -614,20 +621,7 @@ class PartitionedMemoryStorage:
         return found[0].url(found[1], fp) if found is not None else None
 
     def _claim(self, crawl: CrawlRecord, fp: bytes, key: str) -> None:
-        claims = self._data(crawl).claims
-        with self._side:
-            old = claims.get(fp)
-            claims[fp] = key
-        if old != key:
-
-            def undo() -> None:
-                with self._side:
-                    if old is None:
-                        claims.pop(fp, None)
-                    else:
-                        claims[fp] = old
-
-            self._undo(undo)
+        self._put(self._data(crawl).claims, fp, key)
 
     def save_url(self, crawl: CrawlRecord, queue: QueueRecord, url: UrlRecord) -> None:
         # (a URL moved to a queue of another partition: its old record is deleted by a unit

@@ -19,8 +19,18 @@ from pathlib import Path
 
 import pytest
 import redis_worker
-from redis_checks import Acks, check, drain_held, role, stop_all, store_slot, wait_acks, wait_for
-from redis_servers import NO_SERVER, Cluster, Node, cluster_cli, have_server
+from redis_checks import (
+    Acks,
+    check,
+    deployment_url,
+    drain_held,
+    role,
+    stop_all,
+    store_slot,
+    wait_acks,
+    wait_for,
+)
+from redis_servers import NO_SERVER, Cluster, cluster_cli, have_server
 from redis_worker import Child, read_acks, spawn
 
 from crawlstore import Done, Ready, Seed, Store
@@ -42,12 +52,7 @@ def patient(url: str) -> str:
 @pytest.fixture(params=["cluster", "standalone"])
 def url(request: pytest.FixtureRequest) -> str:
     """A fresh namespace with ``TTL`` s locks, on the session's cluster or standalone node."""
-    ns = f"rf{os.getpid()}x{next(_namespaces)}"
-    if request.param == "cluster":
-        cluster: Cluster = request.getfixturevalue("cluster")
-        return f"{cluster.url}?ns={ns}&lock_ttl={TTL}"
-    node: Node = request.getfixturevalue("redis_node")
-    return f"redis://127.0.0.1:{node.port}/0?ns={ns}&lock_ttl={TTL}"
+    return deployment_url(request, f"rf{os.getpid()}x{next(_namespaces)}", f"&lock_ttl={TTL}")
 
 
 def paused(url: str, point: str, **kwargs: object) -> Child:

@@ -11,7 +11,8 @@ import os
 
 import pytest
 import redis_worker
-from redis_servers import NO_SERVER, Cluster, Node, have_server
+from redis_checks import deployment_url
+from redis_servers import NO_SERVER, have_server
 from redis_worker import spawn
 
 from crawlstore import Store
@@ -23,12 +24,7 @@ _namespaces = itertools.count()
 
 @pytest.fixture(params=["standalone", "cluster"])
 def url(request: pytest.FixtureRequest) -> str:
-    ns = f"inbox{os.getpid()}-{next(_namespaces)}"
-    if request.param == "cluster":
-        cluster: Cluster = request.getfixturevalue("cluster")
-        return f"{cluster.url}?ns={ns}&partitioned=1"
-    node: Node = request.getfixturevalue("redis_node")
-    return f"redis://127.0.0.1:{node.port}/0?ns={ns}&partitioned=1"
+    return deployment_url(request, f"inbox{os.getpid()}-{next(_namespaces)}", "&partitioned=1")
 
 
 @pytest.mark.parametrize("point", [points.POSTED, points.FOLDING])

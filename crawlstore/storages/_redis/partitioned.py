@@ -25,7 +25,7 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -208,9 +208,7 @@ class PartitionedRedisStorage(RedisStorage):
                 if not committed:
                     self._drop_held()
                 journal.end(opened, commit=committed)
-            for tag in posted:
-                self._hinted[tag] = 0
-                self._quiet.discard(tag)
+            self._noted_due(posted)
             self._commit_held()
 
     def _commit_wide(self, store: WideUnit, posts: WideUnit) -> None:
@@ -278,14 +276,18 @@ class PartitionedRedisStorage(RedisStorage):
         for tag, field, value in entries:
             fields.setdefault(tag, []).extend((field, value))
         inboxes = [("HSET", tag + INBOX, *pairs) for tag, pairs in fields.items()]
-        due = [("ZADD", _crawl_tag(tag) + DUE, 0, _tag_parts(tag)[1]) for tag in fields]
+        due = [_due_hint(tag, 0) for tag in fields]
         if self.server.address.cluster:  # each inbox written before its bucket is due
             self.server.read(inboxes)
             self.server.read(due)
         else:  # (one connection: in order)
             self.server.read(inboxes + due)
         points.reached(points.POSTED)
-        for tag in fields:
+        self._noted_due(fields)
+
+    def _noted_due(self, tags: Iterable[bytes]) -> None:
+        """These buckets were hinted due now (posts there): their inboxes are read."""
+        for tag in tags:
             self._hinted[tag] = 0
             self._quiet.discard(tag)
 
@@ -754,7 +756,7 @@ class PartitionedRedisStorage(RedisStorage):
             commands += [("HSET", *claim) for claim in claims]
             if self._hinted.get(tag) != head:
                 self._hinted[tag] = head
-                commands.append(("ZADD", _crawl_tag(tag) + DUE, head, _tag_parts(tag)[1]))
+                commands.append(_due_hint(tag, head))
                 moved.append(tag)
         if not commands:
             return
@@ -766,11 +768,8 @@ class PartitionedRedisStorage(RedisStorage):
             filled = self.server.read(commands + lengths)[len(commands) :]
         due = [tag for tag, n in zip(moved, filled, strict=True) if n]
         if due:
-            self.server.read([("ZADD", _crawl_tag(tag) + DUE, 0, _tag_parts(tag)[1])
-                              for tag in due])  # fmt: skip
-            for tag in due:
-                self._hinted[tag] = 0
-                self._quiet.discard(tag)
+            self.server.read([_due_hint(tag, 0) for tag in due])
+            self._noted_due(due)
 
     # -- where things are ------------------------------------------------------------------------
 
@@ -1044,6 +1043,11 @@ def _scored(reply: list[Any]) -> list[tuple[bytes, float]]:
     if reply and not isinstance(reply[0], (bytes, str)):
         return [(bytes(m), float(s)) for m, s in reply]
     return [(bytes(m), float(s)) for m, s in zip(reply[::2], reply[1::2], strict=True)]
+
+
+def _due_hint(tag: bytes, head: int) -> tuple[Any, ...]:
+    """The command that hints the bucket ``tag`` due at ``head`` (ms; 0: posts there)."""
+    return ("ZADD", _crawl_tag(tag) + DUE, head, _tag_parts(tag)[1])
 
 
 def _crawl_tag(tag: bytes) -> bytes:
