@@ -5,7 +5,7 @@ one store where it matters: a post whose fold never ran (its client killed after
 folded by the next pop; two clients that post one URL at once queue it once; a transaction's
 pushes are folded by its process's next read once it commits, or by any process's pop (one in
 the transaction too), and never posted when it rolls back; a fold keeps the order of a
-client's pushes.
+client's pushes; a push's fold reads its inbox anew, even where a pop read it ahead.
 """
 
 from __future__ import annotations
@@ -213,3 +213,22 @@ def test_an_export_after_a_pop_folds_what_another_client_posted_to_buckets_it_pa
             assert fb.push(_seed(host, "from-b"))
     urls = {Seed.from_record(r["seed"]).url for r in fa.export() if r.get("type") == "url"}
     assert {_seed(host, "from-b").url for host in hosts} <= urls
+
+
+def test_a_push_after_a_pop_read_its_bucket_ahead_shows_at_once(clients: Clients) -> None:
+    store = clients()
+    f = _frontier(store)
+    storage: Any = store._storage
+    f.push(_seed(0, "first"))
+    crawl = storage.crawl(f.core.name)
+    buckets: dict[int, int] = {}
+    for host in range(300):
+        buckets.setdefault(storage.partition_of(crawl, f.queue_for(_seed(host))), host)
+    hosts = list(buckets.values())[:2]  # two hosts in two partitions
+    assert len(f.pop_many(1)) == 1  # (the first)
+    f.push_many([_seed(host, "a") for host in hosts])
+    (taken,) = f.pop_many(1)  # reads both partitions ahead, takes from one
+    other = next(h for h in hosts if _seed(h, "a").url != taken.seed.url)
+    assert f.push(_seed(other, "b"))  # its fold reads the inbox anew, not the pop's read
+    assert f.url(_seed(other, "b").url).state == "queued"
+    assert f.stats().queued == 2

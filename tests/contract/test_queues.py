@@ -43,11 +43,14 @@ def test_host_queues_hold_one_seed_in_flight_by_default(store: Store, clock: Man
     f = store.frontier("fifo", queues="host")
     f.push_many([page("a.com", "1"), page("a.com", "2"), page("b.com", "3")])
     first, second = f.pop(), f.pop()
-    assert (host_of(first), host_of(second)) == ("a.com", "b.com")
+    hosts = [host_of(first), host_of(second)]
+    if not ordered_across_queues(f):  # across partitions: the two queues in their turns
+        hosts.sort()
+    assert hosts == ["a.com", "b.com"]
     third = f.pop()  # a.com is at its cap: nothing is ready until a report (or lease end)
     assert isinstance(third, Wait) and third.until == clock() + 600
-    assert isinstance(first, Ready)
-    f.report(Done(first.seed))
+    (taken,) = [r for r in (first, second) if isinstance(r, Ready) and host_of(r) == "a.com"]
+    f.report(Done(taken.seed))
     assert path_of(f.pop()) == "2"
     info = f.queue("a.com")
     assert info is not None and (info.queued, info.in_flight) == (0, 1)

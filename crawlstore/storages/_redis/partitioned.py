@@ -286,10 +286,11 @@ class PartitionedRedisStorage(RedisStorage):
         self._noted_due(fields)
 
     def _noted_due(self, tags: Iterable[bytes]) -> None:
-        """These buckets were hinted due now (posts there): their inboxes are read."""
+        """These buckets were hinted due now (posts there): their inboxes are read, anew."""
         for tag in tags:
             self._hinted[tag] = 0
             self._quiet.discard(tag)
+            self._inboxes.pop(tag, None)  # (a read-ahead's stash predates the posts)
 
     def posted(self, crawl: CrawlRecord) -> tuple[list[Post], int]:
         tag = self._scope
