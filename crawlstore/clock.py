@@ -41,14 +41,18 @@ class SyncedClock:
     """Epoch seconds as ``reference`` (a server's clock, shared by every client of a store)
     tells them, read off this machine's clock: ``local`` plus the offset between the two,
     measured at the first call and again every ``every`` seconds, at the midpoint of the
-    reference's call. Clients of one store then agree on the time to within half a round trip
-    and what their clocks drift in ``every`` seconds, whatever their own clocks say. It never
-    goes back. When a measurement fails, the last offset stays in use (a first one raises)."""
+    reference's call: of ``samples`` calls, the one with the shortest round trip (a call that
+    a pause of this process or a slow reply stretched says least). Clients of one store then
+    agree on the time to within half a round trip and what their clocks drift in ``every``
+    seconds, whatever their own clocks say. It never goes back. When a measurement fails, the
+    last offset stays in use (a first one raises)."""
 
-    def __init__(self, reference: Clock, *, local: Clock = time.time, every: float = 30.0) -> None:
+    def __init__(self, reference: Clock, *, local: Clock = time.time, every: float = 30.0,
+                 samples: int = 3) -> None:  # fmt: skip
         self._reference = reference
         self._local = local
         self.every = every
+        self.samples = max(1, samples)
         #: Seconds to add to ``local``; and half the round trip it was measured in.
         self.offset = 0.0
         self.uncertainty = math.inf
@@ -58,13 +62,18 @@ class SyncedClock:
 
     def measure(self) -> float:
         """Measure the offset now; the new offset."""
-        before = self._local()
-        at = self._reference()
-        after = self._local()
+        readings = []
+        end = self._local()
+        for _ in range(self.samples):
+            before = self._local()
+            at = self._reference()
+            end = self._local()
+            readings.append((max(0.0, end - before), before, at))
+        trip, before, at = min(readings)
         with self._lock:
-            self.offset = at - (before + after) / 2
-            self.uncertainty = max(0.0, after - before) / 2
-            self._measured_at = after
+            self.offset = at - (before + trip / 2)
+            self.uncertainty = trip / 2
+            self._measured_at = end
             return self.offset
 
     def __call__(self) -> float:

@@ -7,6 +7,8 @@ import pytest
 from crawlstore import ManualClock, SyncedClock
 from crawlstore.errors import StoreError
 
+SAMPLES = 3  # SyncedClock's calls a measurement
+
 
 class Server:
     """A reference clock ``ahead`` seconds from ``local``; each reading takes ``trip`` seconds
@@ -14,14 +16,22 @@ class Server:
 
     def __init__(self, local: ManualClock, ahead: float, trip: float = 0.0) -> None:
         self.local, self.ahead, self.trip = local, ahead, trip
-        self.readings = 0
+        self.calls = 0
         self.down = False
+        #: Seconds the next call stalls before the server reads its clock (a pause).
+        self.stall = 0.0
+
+    @property
+    def readings(self) -> int:
+        """Measurements made (each of ``SAMPLES`` calls)."""
+        return self.calls // SAMPLES
 
     def __call__(self) -> float:
         if self.down:
             raise StoreError("the server is gone")
-        self.readings += 1
-        self.local.advance(self.trip / 2)
+        self.calls += 1
+        self.local.advance(self.trip / 2 + self.stall)
+        self.stall = 0.0
         at = self.local() + self.ahead
         self.local.advance(self.trip / 2)
         return at
@@ -80,3 +90,17 @@ def test_a_local_clock_set_back_measures_again() -> None:
     local.now -= 100  # someone set this machine's clock back: the server's did not move
     server.ahead = 100.0
     assert clock() == pytest.approx(before) and server.readings == 2
+
+
+def test_a_reading_stretched_by_a_pause_is_outweighed() -> None:
+    """A process stopped between its reading and the server's (SIGSTOP, a long GC) would
+    put its clock half the pause ahead: of a measurement's calls, the shortest counts."""
+    local = ManualClock(1000.0)
+    server = Server(local, ahead=-2.0, trip=0.002)
+    server.stall = 0.8
+    clock = SyncedClock(server, local=local, every=30)
+    assert clock() == pytest.approx(local() - 2.0, abs=0.002)
+    assert clock.uncertainty == pytest.approx(0.001)
+    one = SyncedClock(Server(local, ahead=-2.0, trip=0.002), local=local, samples=1)
+    one._reference.stall = 0.8  # type: ignore[attr-defined]
+    assert one() == pytest.approx(local() - 2.0 + 0.4, abs=0.002)  # (what one call gives)
