@@ -282,8 +282,16 @@ class PartitionedRedisStorage(RedisStorage):
             self.server.read(due)
         else:  # (one connection: in order)
             self.server.read(inboxes + due)
+        self._replicated([tag + INBOX for tag in fields])
         points.reached(points.POSTED)
         self._noted_due(fields)
+
+    def _replicated(self, keys: Sequence[bytes]) -> None:
+        """Strict mode: these keys' writes outside a commit (claims, posts) are on a replica
+        of their masters too, as a commit's are when it returns."""
+        if keys and self.server.address.strict:
+            cluster = self.server.address.cluster
+            self.server.wait_replicas({self.server.node_of(k) for k in keys} if cluster else {None})
 
     def _noted_due(self, tags: Iterable[bytes]) -> None:
         """These buckets were hinted due now (posts there): their inboxes are read, anew."""
@@ -662,13 +670,25 @@ class PartitionedRedisStorage(RedisStorage):
 
     def claim_queues(self, crawl: CrawlRecord, fps: Sequence[bytes],
                      keys: Sequence[str]) -> list[str]:  # fmt: skip
-        commands: list[tuple[Any, ...]] = []
-        for fp, key in zip(fps, keys, strict=True):
-            claims = self.fp_bucket(crawl, fp) + CLAIMS
-            commands += [("HSETNX", claims, fp, key.encode("utf-8", "surrogatepass")),
-                         ("HGET", claims, fp)]  # fmt: skip
-        replies = self.server.read(commands) if commands else []
-        out = [raw.decode("utf-8", "surrogatepass") for raw in replies[1::2]]
+        found: list[bytes | None] = [None] * len(fps)
+        todo = list(range(len(fps)))
+        for _ in range(RETRIES):  # (a claim gone between its HSETNX and HGET is made again:
+            commands: list[tuple[Any, ...]] = []  # deleted meanwhile, or lost in a failover)
+            for i in todo:
+                claims = self.fp_bucket(crawl, fps[i]) + CLAIMS
+                commands += [("HSETNX", claims, fps[i], keys[i].encode("utf-8", "surrogatepass")),
+                             ("HGET", claims, fps[i])]  # fmt: skip
+            replies = self.server.read(commands) if commands else []
+            for i, raw in zip(todo, replies[1::2], strict=True):
+                found[i] = raw
+            todo = [i for i in todo if found[i] is None]
+            if not todo:
+                break
+        else:
+            raise StoreError(f"{self.server.address}: the queues of {len(todo)} URLs could "
+                             f"not be claimed: their claims vanished {RETRIES} times")  # fmt: skip
+        self._replicated([self.fp_bucket(crawl, fp) + CLAIMS for fp in fps])
+        out = [raw.decode("utf-8", "surrogatepass") for raw in found if raw is not None]
         self._known_claims.update(zip(fps, out, strict=True))
         if len(self._known_claims) > 100_000:
             self._known_claims.clear()
@@ -767,6 +787,7 @@ class PartitionedRedisStorage(RedisStorage):
             filled = self.server.read(lengths) if lengths else []
         else:
             filled = self.server.read(commands + lengths)[len(commands) :]
+        self._replicated([command[1] for command in commands if command[0] == "HSET"])
         due = [tag for tag, n in zip(moved, filled, strict=True) if n]
         if due:
             self.server.read([_due_hint(tag, 0) for tag in due])
