@@ -3,18 +3,21 @@ were told (``redis_worker.py``); helpers to wait for workers and to drain a craw
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from redis_servers import Cluster, Node
 from redis_worker import Child, read_acks
 
-from crawlstore import Done, Seed, Store
-from crawlstore.frontier import Frontier
+from crawlstore import Done, ManualClock, Ready, Seed, Store, Wait
+from crawlstore.frontier import Frontier, partitioned
 
 try:
     from redis.crc import key_slot as _key_slot
@@ -44,7 +47,11 @@ def seeds(n: int, hosts: int, tag: str = "") -> list[Seed]:
 
 def check(frontier: Frontier) -> dict[str, str]:
     """The invariants (each URL listed once, in one state; the crawl's and each queue's
-    gauges equal the states of their URLs); each URL's state."""
+    gauges equal the states of their URLs); each URL's state. Posts are folded first: a post
+    is kept in its inbox until a unit folds it, and the fold of a post a failover kept may
+    have died with its master."""
+    if frontier.core.storage.capabilities.inboxes:
+        partitioned.fold_all(frontier.core)
     urls: dict[str, str] = {}
     per_queue: Counter[tuple[str | None, str]] = Counter()
     after = None
@@ -56,9 +63,10 @@ def check(frontier: Frontier) -> dict[str, str]:
         after = page[-1].fingerprint
     states = Counter(urls.values())
     stats = frontier.stats()
-    assert stats.admitted >= len(urls)  # a finished URL pushed again is admitted again
+    assert stats.admitted >= len(urls), (stats, len(urls))  # (a URL done, pushed again: twice)
     assert (stats.queued, stats.in_flight, stats.scheduled, stats.done) == (
-        states["queued"], states["in_flight"], states["scheduled"], states["done"])  # fmt: skip
+        states["queued"], states["in_flight"], states["scheduled"], states["done"]), (
+        stats, states)  # fmt: skip
     assert len(frontier) == stats.queued + stats.in_flight + stats.scheduled
     queues, last = [], None
     while page_q := frontier.queues(after=last, limit=500):
@@ -70,26 +78,38 @@ def check(frontier: Frontier) -> dict[str, str]:
     return urls
 
 
-def pop_all(store: Store, frontier: Frontier) -> list[str]:
-    """Pop until nothing is ready, reporting Done a batch a transaction; the URLs popped."""
+def pop_all(store: Store, frontier: Frontier, clock: ManualClock | None = None) -> list[str]:
+    """Pop until nothing is ready, reporting Done a batch a transaction; the URLs popped. With
+    the store's ``clock``: until nothing is left, the clock moved on to each ``Wait``."""
     out: list[str] = []
-    while popped := frontier.pop_many(200):
+    while True:
+        popped = frontier.pop_many(200)
+        if not popped and clock is not None:
+            waiting = frontier.pop()
+            if isinstance(waiting, Wait):
+                assert waiting.until > clock(), waiting  # (a wait that never ends: a bug)
+                clock.now = waiting.until
+                continue
+            popped = [waiting] if isinstance(waiting, Ready) else []
+        if not popped:
+            return out
         with store.transaction():
             for ready in popped:
                 frontier.report(Done(ready.seed))
         out += [ready.seed.url for ready in popped]
-    return out
 
 
 def drain_held(url: str) -> None:
     """Every seed the crawl holds, in flight ones too (on a clock past every lease), pops
     exactly once."""
-    with Store.open(url, clock=lambda: time.time() + 86400) as store:
+    clock = ManualClock(time.time() + 86400)
+    with Store.open(url, clock=clock) as store:
         frontier = store.frontier(crawl="c")
         held = {u for u, state in check(frontier).items() if state in ("queued", "in_flight")}
         frontier.core.reap()
-        popped = pop_all(store, frontier)
-        assert len(popped) == len(set(popped)) and set(popped) == held
+        popped = pop_all(store, frontier, clock)
+        assert len(popped) == len(set(popped)), [u for u, n in Counter(popped).items() if n > 1]
+        assert set(popped) == held, (set(popped) - held, held - set(popped))
         assert len(frontier) == 0
 
 
@@ -128,8 +148,12 @@ class Acks:
 
     @classmethod
     def of(cls, children: list[Child]) -> Acks:
+        return cls.parse(line for child in children for line in child.lines)
+
+    @classmethod
+    def parse(cls, lines: Iterable[str]) -> Acks:
         acks = cls()
-        for line in (line for child in children for line in child.lines):
+        for line in lines:
             kind, _, rest = line.partition(" ")
             if kind == "P":
                 acks.pushed.update(rest.split())
@@ -147,11 +171,46 @@ class Acks:
         """Every error a worker met is one of those ``expected``."""
         assert [e for e in self.errors if not any(x in e for x in expected)] == []
 
-    def check_kept(self, states: dict[str, str]) -> None:
-        """Nothing acknowledged is lost, and no URL was handed out twice."""
-        assert self.pushed and self.pushed <= states.keys()
-        assert all(states[url] == "done" for url in self.done)
-        assert not {url for url, leases in self.leases.items() if len(leases) > 1}
+    def check_kept(self, states: dict[str, str], *, handed_out_again: bool = False) -> None:
+        """Nothing acknowledged is lost, and no URL was handed out twice (unless
+        ``handed_out_again``: leases ended under their holders)."""
+        assert self.pushed and self.pushed <= states.keys(), self.pushed - states.keys()
+        assert all(states[url] == "done" for url in self.done), {
+            url: states[url] for url in self.done if states[url] != "done"}  # fmt: skip
+        again = {url for url, leases in self.leases.items() if len(leases) > 1}
+        assert bool(again) == handed_out_again, again
+
+    def check_history(self, frontier: Frontier, *, lease_time: float, delay: float,
+                      cap: int, slack: float = 0.02) -> None:  # fmt: skip
+        """The history the workers saw, on the store's clock (the server's, as each client
+        reads it): per URL, a lease starts only once the one before ended, and none follows
+        the lease that was reported done; per host, at most ``cap`` leases live at once (a
+        lease lives until it is reported done or expires), and pops ``delay`` apart.
+        ``slack``: how far the clients' readings of the server's clock may disagree."""
+        per_host: dict[str, list[tuple[float, float, str]]] = {}
+        for url, leases in self.leases.items():
+            leases = sorted(leases)
+            assert len(set(leases)) == len(leases), f"{url}: one lease handed out twice"
+            ends = dict.fromkeys(leases, math.inf)
+            outcome = frontier.url(url).outcome
+            if url in self.done:
+                assert self.done[url] == leases[-1], f"{url} was popped after it was done"
+                assert outcome is not None and outcome.state == "done", (url, outcome)
+            if outcome is not None and outcome.state == "done":  # (a worker may have died
+                ends[leases[-1]] = outcome.at  # between the report and its acknowledgement)
+            for a, b in itertools.pairwise(leases):
+                assert b - lease_time >= a - slack, f"{url}: leases until {a} and {b} overlap"
+            host = urlsplit(url).hostname or ""
+            per_host.setdefault(host, []).extend(
+                (expires - lease_time, min(expires, ends[expires]), url) for expires in leases
+            )
+        for host, spans in per_host.items():
+            spans.sort()
+            for (a, _, _), (b, _, _) in itertools.pairwise(spans):
+                assert b >= a + delay - slack, f"{host}: pops at {a} and {b}, closer than {delay}"
+            for i, (start, _, _) in enumerate(spans):  # (each lease's start: how many live then)
+                live = sum(s <= start < end - slack for s, end, _ in spans[: i + 1])
+                assert live <= cap, f"{host}: {live} leases live at {start}, over {cap}: {spans}"
 
 
 def store_slot(ns: str) -> int:

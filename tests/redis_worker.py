@@ -6,7 +6,7 @@ returned (never before), so the parent knows what the store acknowledged:
 - ``P url...``: pushed and admitted; ``L url expires``: handed out with a lease until
   ``expires``; ``D url expires``: reported Done (the lease it ended); ``N url``: the report
   came after the lease ended (``NotInFlight``); ``E text``: a call raised ``StoreError``;
-  ``END``: the worker finished; ``X error``: it failed (and exits 1).
+  ``END``: the worker finished; ``X error at where``: it failed (and exits 1).
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import os
 import select
 import signal
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from crawlstore import Done, Ready, Seed, Store, Wait
+from crawlstore import Done, Ready, Seed, Store, SyncedClock, Wait
 from crawlstore.errors import NotInFlight, StoreError
 from crawlstore.storages._redis import points
 
@@ -42,10 +43,12 @@ def _ack(fd: int, *words: object) -> None:
 
 
 def crawl(url: str, fd: int, *, me: int, stop: Path | None = None, push: bool = True,
-          lease_time: float | None = None, batch: int = 5) -> None:  # fmt: skip
+          lease_time: float | None = None, batch: int = 5, skew: float = 0.0) -> None:  # fmt: skip
     """Push ``batch`` new URLs (with ``push``), pop up to ``batch`` and report each Done, in a
-    loop: until ``stop`` exists, or, without ``stop``, until the frontier is empty."""
-    store = Store.open(url)
+    loop: until ``stop`` exists, or, without ``stop``, until the frontier is empty. ``skew``:
+    this machine's clock is that many seconds ahead (the store reads the server's time off
+    it, as a ``SyncedClock``)."""
+    store = Store.open(url) if not skew else _skewed(url, skew)
     policy = {} if lease_time is None else {"lease_time": lease_time}
     frontier = store.frontier(crawl="c", reap_interval=0.1, **policy)
     made = 0
@@ -146,6 +149,22 @@ def pause_in_commit(url: str, fd: int, *, point: str, push: list[str], report: b
         _ack(fd, "E", str(exc).replace("\n", " "))
 
 
+def _skewed(url: str, skew: float) -> Store:
+    """The store at ``url`` on a machine whose clock is ``skew`` seconds ahead."""
+    clock: list[Callable[[], float]] = [time.time]
+    store = Store.open(url, clock=lambda: clock[0]())
+    server = store._storage.server_clock()  # type: ignore[attr-defined]
+    clock[0] = SyncedClock(server, local=lambda: time.time() + skew)
+    return store
+
+
+def _where(exc: BaseException) -> str:
+    """Where ``exc`` was raised: the last frames in crawlstore, redis-py and these tests."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "crawlstore" in f.filename or "redis" in f.filename][-6:]  # fmt: skip
+    return " < ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames))
+
+
 def _expiry(seed: Seed) -> float:
     return seed.lease.expires if seed.lease is not None else 0.0
 
@@ -210,7 +229,7 @@ def spawn(target: Callable[..., None], *args: Any, **kwargs: Any) -> Child:
         try:
             target(*args, write_fd, **kwargs)
         except BaseException as exc:
-            _ack(write_fd, "X", repr(exc).replace("\n", " "))
+            _ack(write_fd, "X", repr(exc).replace("\n", " "), "at", _where(exc))
             code = 1
         os._exit(code)
     os.close(write_fd)

@@ -97,9 +97,10 @@ def test_seeds_spread_over_every_master_and_come_back_once(
 
 
 @pytest.mark.slow
+@LAYOUTS
 @pytest.mark.parametrize("strict", [False, True], ids=["async", "strict"])
 def test_a_master_killed_under_load(
-    cluster: Cluster, ns: str, tmp_path: Path, strict: bool
+    cluster: Cluster, ns: str, tmp_path: Path, strict: bool, layout: str
 ) -> None:
     """The master of the store's slot (its lock, epoch and journal) is SIGKILLed while two
     workers push, pop and report; its replica takes over, the killed node comes back as a
@@ -107,7 +108,7 @@ def test_a_master_killed_under_load(
     the invariants. In strict mode the replica is first stopped (SIGSTOP) and cut off, so
     that the master's last writes die with it, while the workers see commits no replica
     confirms; nothing acknowledged is lost, and no commit is left half applied."""
-    url = f"{cluster.url}?ns={ns}" + ("&strict=1" if strict else "")
+    url = f"{cluster.url}?ns={ns}{layout}" + ("&strict=1" if strict else "")
     victim = cluster.owner(store_slot(ns))
     replica = cluster.replica_of(victim)
     stop = tmp_path / "stop"
