@@ -1,10 +1,10 @@
 """Chaos over a store in partitions (``partitioned=1``) on the Redis Cluster: crawler
 processes whose clocks are 2 s apart push, pop and report with 0.5 s leases while, at random,
-one of them is stopped (SIGSTOP) for longer than a lease ``PAUSES`` times, and one is killed
-(SIGKILL) and replaced now and then. The history the workers acknowledged, read against the
-store: nothing acknowledged is lost; per URL, leases never overlap and none follows the one
-reported done; per host, leases in flight never exceed the cap and pops keep the delay; the
-gauges equal the records; what is left pops exactly once.
+one or two of them are stopped (SIGSTOP) for longer than a lease, ``PAUSES`` stops in all,
+and one is killed (SIGKILL) and replaced ``KILLS`` times. The history the workers
+acknowledged, read against the store: nothing acknowledged is lost; per URL, leases never
+overlap and none follows the one reported done; per host, leases in flight never exceed the
+cap and pops keep the delay; the gauges equal the records; what is left pops exactly once.
 """
 
 from __future__ import annotations
@@ -48,20 +48,24 @@ def test_crawlers_stopped_past_their_leases_and_killed_keep_the_history(
 
     children = [crawler(skew) for skew in SKEWS]
     running = list(children)
-    kills_at = set(rng.sample(range(10, PAUSES), KILLS))
+    kills_at = set(rng.sample(range(5, 60), KILLS))  # (rounds: about 67 make the pauses)
+    stops = rounds = 0
     try:
         wait_acks(running, "D", 5, "work")
-        for n in range(PAUSES):
-            victim = rng.choice(running)
-            if n in kills_at:  # killed anywhere in its calls, and replaced
+        while stops < PAUSES:
+            if rounds in kills_at:  # one killed anywhere in its calls, and replaced
+                victim = rng.choice(running)
                 victim.kill()
                 running.remove(victim)
                 running.append(crawler(rng.choice(SKEWS)))
                 children.append(running[-1])
-                continue
-            os.kill(victim.pid, signal.SIGSTOP)
+            victims = rng.sample(running, rng.choice((1, 2)))  # (two at once, at times)
+            for victim in victims:
+                os.kill(victim.pid, signal.SIGSTOP)
             time.sleep(rng.uniform(LEASE + 0.05, LEASE + 0.3))  # longer than a lease lasts
-            os.kill(victim.pid, signal.SIGCONT)
+            for victim in victims:
+                os.kill(victim.pid, signal.SIGCONT)
+            stops, rounds = stops + len(victims), rounds + 1
             read_acks(running, rng.uniform(0, 0.05))
         wait_acks(running, "D", 5, "work after the pauses")
         stop_all(running, stop)
