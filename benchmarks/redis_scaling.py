@@ -181,11 +181,40 @@ def server_cpu(dep: Deployment) -> float:
     return total
 
 
+def slot_cpu(dep: Deployment) -> dict[int, int]:
+    """On a cluster, the CPU microseconds its masters spent on each slot's keys so far
+    (``CLUSTER SLOT-STATS``, Valkey 8 and later); empty on one server, or where the server
+    cannot say."""
+    out: dict[int, int] = {}
+    if not dep.cluster:
+        return out
+    for master in dep.masters:
+        try:
+            master.config_set("cluster-slot-stats-enabled", "yes")
+            reply = master.execute_command("CLUSTER", "SLOT-STATS", "SLOTSRANGE", 0, 16383)
+        except Exception:  # (an older server)
+            return {}
+        for slot, stats in reply:
+            if not isinstance(stats, dict):  # (a flat list of names and values)
+                stats = dict(zip(stats[::2], stats[1::2], strict=True))
+            out[int(slot)] = int(stats.get(b"cpu-usec", stats.get("cpu-usec", 0)))
+    return out
+
+
+def hottest_slot(before: dict[int, int], after: dict[int, int]) -> float | None:
+    """The busiest slot's CPU over the mean of the slots that had any, between two reads of
+    ``slot_cpu`` (None on one server)."""
+    spent = [after[slot] - before.get(slot, 0) for slot in after]
+    busy = [n for n in spent if n > 0]
+    return max(busy) / (sum(busy) / len(busy)) if busy else None
+
+
 def run(dep: Deployment, clients: int, shared: bool, ns: str, seconds: float,
-        fetch: float, layout: str = "") -> tuple[list[Client], float]:  # fmt: skip
+        fetch: float, layout: str = "") -> tuple[list[Client], float, float | None]:  # fmt: skip
     """One run on emptied servers: ``clients`` spawned crawler processes, started together,
     on one store (``shared``) or a store each, of the layout ``layout`` (a URL option); what
-    each did, and the masters' CPU seconds while they ran."""
+    each did, the masters' CPU seconds while they ran, and on a cluster the busiest slot's
+    share of their CPU (``hottest_slot``)."""
     dep.reset()
     names = [ns] if shared else [f"{ns}-{i}" for i in range(clients)]
     urls = [dep.store_url(name) + layout for name in names]
@@ -199,11 +228,12 @@ def run(dep: Deployment, clients: int, shared: bool, ns: str, seconds: float,
              for i in range(clients)]  # fmt: skip
     for p in procs:
         p.start()
+    hottest: float | None = None
     try:
         barrier.wait(120)
-        cpu = server_cpu(dep)
+        cpu, slots = server_cpu(dep), slot_cpu(dep)
         got = [results.get(timeout=seconds + 120) for _ in procs]
-        cpu = server_cpu(dep) - cpu
+        cpu, hottest = server_cpu(dep) - cpu, hottest_slot(slots, slot_cpu(dep))
     except threading.BrokenBarrierError:
         try:
             got = [results.get(timeout=30)]
@@ -220,7 +250,7 @@ def run(dep: Deployment, clients: int, shared: bool, ns: str, seconds: float,
     errors = [c.error for c in got if c.error]
     if errors:
         raise RuntimeError(f"a client process failed: {errors[0]}")
-    return got, cpu
+    return got, cpu, hottest
 
 
 def _share(part: int, whole: int) -> str:
@@ -237,7 +267,7 @@ def _ms(values: list[float], *quantiles: float) -> str:
 
 COLUMNS = ["clients", "vs P=1", "pages a client, min-max", "unit wait ms p50 / p99 / max",
            "pop_many ms p50 / max", "round trips a unit", "client CPU ms a page",
-           "server CPU ms a page", "conflicts a commit"]  # fmt: skip
+           "server CPU ms a page", "conflicts a commit", "hottest slot x mean"]  # fmt: skip
 
 
 def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str, str],
@@ -265,13 +295,15 @@ def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str,
     progress.start("redis: scaling", len(live) * sh.rounds)
     clients: dict[str, list[Client]] = {r.key: [] for r in table.rows}
     servers: dict[str, float] = dict.fromkeys(clients, 0.0)
+    hottest: dict[str, list[float]] = {r.key: [] for r in table.rows}
 
     def one(row: Row, i: int) -> float:
         dep, p, shared, option = spec[row.key]
         assert dep is not None
-        got, cpu = run(dep, p, shared, f"r{i}-{row.key}", sh.seconds, sh.fetch, option)
+        got, cpu, hot = run(dep, p, shared, f"r{i}-{row.key}", sh.seconds, sh.fetch, option)
         clients[row.key] += got
         servers[row.key] += cpu
+        hottest[row.key] += [] if hot is None else [hot]
         pages = sum(c.pages for c in got)
         return (max(c.end for c in got) - min(c.start for c in got)) / pages  # s a page
 
@@ -296,6 +328,7 @@ def scaling_table(plan: Plan, deps: dict[str, Deployment | None], why: dict[str,
             "conflicts a commit": _share(
                 sum(c.conflicts for c in got), sum(c.commits for c in got)
             ),
+            "hottest slot x mean": f"{max(hottest[row.key]):.1f}" if hottest[row.key] else "",
         }
     _notes(table, sh)
     return table
@@ -337,7 +370,10 @@ def _notes(table: Table, sh: Shape) -> None:
         "not counted). conflicts a commit (partitioned): units that found their "
         "bucket (or a transaction, what it read) changed by another client and ran again, over "
         "the units committed with writes; a transaction that conflicted is run again by the "
-        "loop (`TransactionConflict`: nothing of it was written).",
+        "loop (`TransactionConflict`: nothing of it was written). hottest slot x mean (a "
+        "cluster): the CPU the masters spent on the busiest slot's keys over the mean of the "
+        "slots with any (`CLUSTER SLOT-STATS`, Valkey 8), the largest over the rounds; the "
+        "target is at most 2.",
         "A 2-core machine runs the server (or the cluster's 6 nodes) and all P clients: at "
         "P=8 the processes compete for CPU in both arrangements, which the own rows measure; "
         "the ratio is what the shared lock costs on top.",
