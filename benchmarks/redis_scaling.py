@@ -197,7 +197,7 @@ def slot_cpu(dep: Deployment) -> dict[int, int]:
         for slot, stats in reply:
             if not isinstance(stats, dict):  # (a flat list of names and values)
                 stats = dict(zip(stats[::2], stats[1::2], strict=True))
-            out[int(slot)] = int(stats.get(b"cpu-usec", stats.get("cpu-usec", 0)))
+            out[int(slot)] = int(stats.get(b"cpu-usec") or stats.get("cpu-usec") or 0)
     return out
 
 
