@@ -195,7 +195,13 @@ class BucketUnit(CachedUnit):
         found = self.server.read([("GET", self.version_key)])[0] or b""
         if self._version is None:  # nothing read from the server yet: nothing to check
             self._version = self.cache.epoch = found
-        elif found != self._version:
+        else:
+            self.check(found)
+
+    def check(self, found: bytes) -> None:
+        """``Conflict`` (as ``validate``) when ``found``, the bucket's version read just now,
+        is not the one the unit read under."""
+        if found != self._version:
             self._conflict(found)
 
     def abort(self) -> None:

@@ -187,6 +187,7 @@ class PartitionedRedisStorage(RedisStorage):
                         posted = self._write_posts(posts)
                         self._commit_wide(store, posts)
                     else:
+                        self._check_held()
                         posted = self._write_posts(store)
                         store.commit()
                     committed = True
@@ -483,6 +484,18 @@ class PartitionedRedisStorage(RedisStorage):
             unit.abort()
         self._held.clear()
         self._held_claims.clear()
+
+    def _check_held(self) -> None:
+        """On a cluster, before a transaction commits anything: ``Conflict`` when a bucket it
+        holds writes for has moved since it read it (one pipeline), so that such a
+        transaction writes nothing and runs again; a move after this check still leaves its
+        other buckets committed (``_commit_held``)."""
+        units = [u for u in self._held.values() if u.writes and u.version is not None]
+        if not units:
+            return
+        found = self.server.read([("GET", unit.version_key) for unit in units])
+        for unit, version in zip(units, found, strict=True):
+            unit.check(version or b"")
 
     def _commit_held(self) -> None:
         """Commit the bucket units a unit over every bucket held, each on its bucket."""
