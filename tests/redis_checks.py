@@ -143,6 +143,8 @@ class Acks:
 
     pushed: set[str] = field(default_factory=set)
     leases: dict[str, list[float]] = field(default_factory=dict)
+    #: When the pop that handed out a lease (URL, expiry) had returned, where it was said.
+    returned: dict[tuple[str, float], float] = field(default_factory=dict)
     done: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
@@ -158,9 +160,11 @@ class Acks:
             if kind == "P":
                 acks.pushed.update(rest.split())
             elif kind in ("L", "D"):
-                url, expires = rest.split()
+                url, expires, *returned = rest.split()
                 if kind == "L":
                     acks.leases.setdefault(url, []).append(float(expires))
+                    if returned:
+                        acks.returned[url, float(expires)] = float(returned[0])
                 else:
                     acks.done[url] = float(expires)
             elif kind in ("E", "X"):
@@ -184,10 +188,12 @@ class Acks:
                       cap: int, slack: float = 0.02) -> None:  # fmt: skip
         """The history the workers saw, on the store's clock (the server's, as each client
         reads it): per URL, a lease starts only once the one before ended, and none follows
-        the lease that was reported done; per host, at most ``cap`` leases live at once (a
-        lease lives until it is reported done or expires), and pops ``delay`` apart.
-        ``slack``: how far the clients' readings of the server's clock may disagree."""
-        per_host: dict[str, list[tuple[float, float, str]]] = {}
+        the lease that was reported done; per host, pops ``delay`` apart, and at most ``cap``
+        leases surely held at once: from when their pops had returned (a unit reads the clock
+        before the bucket, so a pop's time may precede a report it saw) until they were
+        reported done or expired. ``slack``: how far the clients' readings of the server's
+        clock may disagree."""
+        per_host: dict[str, list[tuple[float, float, float, str]]] = {}
         for url, leases in self.leases.items():
             leases = sorted(leases)
             assert len(set(leases)) == len(leases), f"{url}: one lease handed out twice"
@@ -201,16 +207,19 @@ class Acks:
             for a, b in itertools.pairwise(leases):
                 assert b - lease_time >= a - slack, f"{url}: leases until {a} and {b} overlap"
             host = urlsplit(url).hostname or ""
-            per_host.setdefault(host, []).extend(
-                (expires - lease_time, min(expires, ends[expires]), url) for expires in leases
-            )
+            for expires in leases:
+                start = expires - lease_time
+                held = max(start, self.returned.get((url, expires), start))
+                per_host.setdefault(host, []).append(
+                    (start, held, min(expires, ends[expires]), url)
+                )
         for host, spans in per_host.items():
             spans.sort()
-            for (a, _, _), (b, _, _) in itertools.pairwise(spans):
+            for (a, *_), (b, *_) in itertools.pairwise(spans):
                 assert b >= a + delay - slack, f"{host}: pops at {a} and {b}, closer than {delay}"
-            for i, (start, _, _) in enumerate(spans):  # (each lease's start: how many live then)
-                live = sum(s <= start < end - slack for s, end, _ in spans[: i + 1])
-                assert live <= cap, f"{host}: {live} leases live at {start}, over {cap}: {spans}"
+            for _, at, _, _ in spans:  # (each lease's first sure instant: how many held then)
+                live = sum(held <= at < end - slack for _, held, end, _ in spans)
+                assert live <= cap, f"{host}: {live} leases held at {at}, over {cap}: {spans}"
 
 
 def store_slot(ns: str) -> int:

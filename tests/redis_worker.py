@@ -3,10 +3,11 @@
 A worker is forked; it opens its own store and writes one line to its pipe after each call
 returned (never before), so the parent knows what the store acknowledged:
 
-- ``P url...``: pushed and admitted; ``L url expires``: handed out with a lease until
-  ``expires``; ``D url expires``: reported Done (the lease it ended); ``N url``: the report
-  came after the lease ended (``NotInFlight``); ``E text``: a call raised ``StoreError``;
-  ``END``: the worker finished; ``X error at where``: it failed (and exits 1).
+- ``P url...``: pushed and admitted; ``L url expires [returned]``: handed out with a lease
+  until ``expires`` (by a pop that had returned at ``returned``, on the store's clock);
+  ``D url expires``: reported Done (the lease it ended); ``N url``: the report came after
+  the lease ended (``NotInFlight``); ``E text``: a call raised ``StoreError``; ``END``: the
+  worker finished; ``X error at where``: it failed (and exits 1).
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ def crawl(url: str, fd: int, *, me: int, stop: Path | None = None, push: bool = 
                 popped = [waiting] if isinstance(waiting, Ready) else []
                 if isinstance(waiting, Wait):
                     time.sleep(min(0.05, max(0.0, waiting.until - time.time())))
+            returned = store.clock()  # (the pop committed before: its leases held since)
             for ready in popped:
-                _ack(fd, "L", ready.seed.url, _expiry(ready.seed))
+                _ack(fd, "L", ready.seed.url, _expiry(ready.seed), returned)
             for ready in popped:
                 try:
                     frontier.report(Done(ready.seed))
