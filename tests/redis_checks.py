@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -30,6 +32,7 @@ __all__ = [
     "check",
     "deployment_url",
     "drain_held",
+    "pause",
     "pop_all",
     "role",
     "seeds",
@@ -233,6 +236,16 @@ def slot_of(key: bytes) -> int:
 
 def role(node: Node) -> str:
     return str(node.client().info("replication")["role"])
+
+
+def pause(children: list[Child], seconds: float) -> None:
+    """Stop these workers (SIGSTOP) for ``seconds`` of wall time, as a GC, a swapped-out
+    process or a migrated VM would, then let them go on."""
+    for child in children:
+        os.kill(child.pid, signal.SIGSTOP)
+    time.sleep(seconds)  # (the pause itself, not a wait for something)
+    for child in children:
+        os.kill(child.pid, signal.SIGCONT)
 
 
 def stop_all(children: list[Child], stop: Path) -> None:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import time
 from pathlib import Path
 
 import pytest
 import redis_worker
-from redis_checks import Acks, check, drain_held, stop_all, wait_acks
+from redis_checks import Acks, check, drain_held, pause, stop_all, wait_acks
 from redis_servers import NO_SERVER, Cluster, cluster_cli, have_server
 from redis_worker import Child, read_acks, spawn
 
@@ -60,11 +58,7 @@ def test_crawlers_stopped_past_their_leases_and_killed_keep_the_history(
                 running.append(crawler(rng.choice(SKEWS)))
                 children.append(running[-1])
             victims = rng.sample(running, rng.choice((1, 2)))  # (two at once, at times)
-            for victim in victims:
-                os.kill(victim.pid, signal.SIGSTOP)
-            time.sleep(rng.uniform(LEASE + 0.05, LEASE + 0.3))  # longer than a lease lasts
-            for victim in victims:
-                os.kill(victim.pid, signal.SIGCONT)
+            pause(victims, rng.uniform(LEASE + 0.05, LEASE + 0.3))  # longer than a lease
             stops, rounds = stops + len(victims), rounds + 1
             read_acks(running, rng.uniform(0, 0.05))
         wait_acks(running, "D", 5, "work after the pauses")

@@ -14,7 +14,6 @@ import os
 import random
 import re
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from redis_checks import (
     check,
     deployment_url,
     drain_held,
+    pause,
     role,
     stop_all,
     store_slot,
@@ -133,10 +133,7 @@ def test_crawlers_paused_past_their_locks_at_random_keep_the_invariants(
     try:
         wait_acks(children, "D", 5, "work")
         for _ in range(PAUSES):
-            victim = rng.choice(children)
-            os.kill(victim.pid, signal.SIGSTOP)
-            time.sleep(rng.uniform(0.45, 0.7))  # the pause itself: longer than a lock lasts
-            os.kill(victim.pid, signal.SIGCONT)
+            pause([rng.choice(children)], rng.uniform(0.45, 0.7))  # longer than a lock lasts
             read_acks(children, rng.uniform(0, 0.05))
         wait_acks(children, "D", 5, "work after the pauses")
         stop_all(children, stop)

@@ -296,10 +296,17 @@ class PartitionedRedisStorage(RedisStorage):
 
     def _noted_due(self, tags: Iterable[bytes]) -> None:
         """These buckets were hinted due now (posts there): their inboxes are read, anew."""
+        tags = list(tags)
         for tag in tags:
             self._hinted[tag] = 0
+        self._read_anew(tags)
+
+    def _read_anew(self, tags: Iterable[bytes]) -> None:
+        """The next units on these buckets read their inboxes from the server (posts there
+        since the last pop's hints and read-ahead)."""
+        for tag in tags:
             self._quiet.discard(tag)
-            self._inboxes.pop(tag, None)  # (a read-ahead's stash predates the posts)
+            self._inboxes.pop(tag, None)
 
     def posted(self, crawl: CrawlRecord) -> tuple[list[Post], int]:
         tag = self._scope
@@ -356,9 +363,7 @@ class PartitionedRedisStorage(RedisStorage):
         found = self.server.read([("EXISTS", self.bucket_tag(crawl, b) + INBOX) for b in live])
         base = int(crawl.ref[0]) * self.buckets
         posted = [b for b, n in zip(live, found, strict=True) if n]
-        for tag in (self.bucket_tag(crawl, b) for b in posted):  # (their inboxes read anew)
-            self._quiet.discard(tag)
-            self._inboxes.pop(tag, None)
+        self._read_anew(self.bucket_tag(crawl, b) for b in posted)
         return [base + b for b in posted]
 
     def in_transaction(self) -> bool:
@@ -800,7 +805,7 @@ class PartitionedRedisStorage(RedisStorage):
             filled = self.server.read(lengths) if lengths else []
         else:
             filled = self.server.read(commands + lengths)[len(commands) :]
-        self._replicated([command[1] for command in commands if command[0] == "HSET"])
+        self._replicated([claim[0] for _, claims in done.values() for claim in claims])
         due = [tag for tag, n in zip(moved, filled, strict=True) if n]
         if due:
             self.server.read([_due_hint(tag, 0) for tag in due])
