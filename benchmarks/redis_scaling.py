@@ -167,9 +167,9 @@ def _client(url: str, cid: int, seconds: float, fetch: float, barrier: Any, resu
         )
 
 
-#: The store layouts compared: today's (every unit under the store lock) and format 2 (each
-#: bucket commits alone: ``?partitioned=1``).
-LAYOUTS = {"locked": "", "partitioned": "&partitioned=1"}
+#: The store layouts compared: format 1 (every unit under the store lock: ``?partitioned=0``)
+#: and format 2, the default (each bucket commits alone).
+LAYOUTS = {"locked": "&partitioned=0", "partitioned": ""}
 
 
 def server_cpu(dep: Deployment) -> float:
@@ -347,8 +347,8 @@ def _notes(table: Table, sh: Shape) -> None:
         "max_in_flight=None)` (not politeness-bound), seeded with "
         f"{HOSTS * SEEDS_A_HOST:,} URLs over {HOSTS} hosts (the links go to the same hosts: it "
         f"never runs dry); the median of {sh.rounds} round(s), emptied servers before each run.",
-        "locked: today's layout (every write unit takes the store lock `cs_acquire`, polled "
-        "with backoff); partitioned: format 2 (`&partitioned=1`: a unit on a bucket commits "
+        "locked: format 1 (`&partitioned=0`: every write unit takes the store lock "
+        "`cs_acquire`, polled with backoff); partitioned: format 2, the default (a unit on a bucket commits "
         "alone with a compare-and-set on the bucket's version, and runs again when it "
         "conflicts; a transaction still takes the store lock for what belongs to no bucket, "
         "and commits its buckets' units after). shared: the P processes on one store (one "

@@ -66,7 +66,7 @@ class CorruptRecord(CorruptStore):
 
 class TransactionConflict(StoreError):
     """Another client committed to what this transaction read, on a store whose transactions
-    commit optimistically (Redis in partitions: ``?partitioned=1``); nothing of it was written:
+    commit optimistically (Redis, format 2: the default); nothing of it was written:
     run it again. The store's own operations (a push, a pop, a report, a worker's group) run
     again by themselves; only a caller's ``with store.transaction():`` block sees this."""
 

@@ -105,8 +105,8 @@ def make_frontier(
         return
     if request.param.startswith("redis"):
         url = request.getfixturevalue("redis_url")
-        if request.param == "redis-partitioned":
-            url += "&partitioned=1"
+        if request.param == "redis":  # format 1, under one store-wide lock
+            url += "&partitioned=0"
         store = Store.open(url, clock=clock)
     else:
         store = Store.open(tmp_path / "frontier.lmdb", clock=clock, durability="nosync")
@@ -123,15 +123,16 @@ def make_frontier(
 @pytest.fixture(params=["lmdb", "redis", "partitioned", "redis-partitioned"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Store]:
     """A fresh store on the test's clock, a file and on Redis (group commit: fsync is not what
-    tests check), in both of Redis's layouts, and the memory storage in 4 partitions."""
+    tests check), in both of Redis's layouts (format 2, the default; format 1), and the memory
+    storage in 4 partitions."""
     if request.param == "partitioned":
         with Store(PartitionedMemoryStorage(4), clock) as s:
             yield s
         return
     if request.param.startswith("redis"):
         url = request.getfixturevalue("redis_url")
-        if request.param == "redis-partitioned":
-            url += "&partitioned=1"
+        if request.param == "redis":  # format 1, under one store-wide lock
+            url += "&partitioned=0"
         with Store.open(url, clock=clock) as s:
             yield s
         return

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import OlderFormat
+from ..storages import REDIS_SCHEMES
 from ..store import Store
 
 
@@ -59,12 +60,18 @@ def reclaim(args: argparse.Namespace) -> int:
 def add_migrate(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = verbs.add_parser(
         "migrate",
-        help="rewrite a file of an older format in the current one",
+        help="rewrite a store of an older format in the current one",
         description="Rewrite a store of an older format or fingerprint version in the current "
-        "one, keeping the old file beside it (PATH.v1, PATH.v2, PATH.fp1). A file in the current "
-        "format is left as it is (exit 0). A writable open migrates by itself too.",
+        "one. A file: the old file is kept beside it (PATH.v1, PATH.v2, PATH.fp1), and a "
+        "writable open migrates by itself too. A store on Redis (redis://...) of format 1: "
+        "moved to format 2 in its own namespace, each crawl's export kept in a directory "
+        "(--keep); stop its clients first (one left running fails at its next write; one "
+        "that opens the store meanwhile is refused). Run it again to finish a move that "
+        "stopped. A store in the current format is left as it is (exit 0).",
     )
-    p.add_argument("path", help="the store file")
+    p.add_argument("path", help="the store file, or a Redis URL")
+    p.add_argument("--keep", metavar="DIR", help="a store on Redis: the new directory for "
+                   "its crawls' exports (default: NS.format1 here)")  # fmt: skip
     p.set_defaults(handler=migrate)
 
 
@@ -81,6 +88,13 @@ def _current(path: str) -> dict[str, Any] | None:
 def migrate(args: argparse.Namespace) -> int:
     from ..store import migrate as rewrite
 
+    if args.path.partition("://")[0] in REDIS_SCHEMES:
+        return _move(args.path, args.keep)
+    if args.keep is not None:
+        print("crawlstore migrate: --keep goes with a store on Redis (a file's old copy is "
+              "kept beside it)", file=sys.stderr)  # fmt: skip
+        return 2
+
     meta = _current(args.path)
     if meta is not None:
         print(f"{args.path}: in the current format already (format {meta.get('format')}, "
@@ -89,4 +103,18 @@ def migrate(args: argparse.Namespace) -> int:
         return 0
     kept = rewrite(args.path)
     print(f"{args.path}: migrated; the old file is kept as {kept}")
+    return 0
+
+
+def _move(url: str, keep: str | None) -> int:
+    from ..admin.redis_move import move_redis_store
+
+    moved = move_redis_store(url, keep)
+    if moved.crawls is None:
+        print(f"{url}: in the current format already (format 2): nothing to migrate, "
+              "nothing changed")  # fmt: skip
+        return 0
+    print(f"{url}: moved to format 2 ({len(moved.crawls)} crawls: "
+          f"{', '.join(moved.crawls) or 'none'}); their exports in format 1 are kept in "
+          f"{moved.kept}")  # fmt: skip
     return 0

@@ -4,7 +4,7 @@ A storage (``_memory``, ``_lmdb``, ``_redis``) imports that interface, the share
 of ``_records`` and the value modules (``seed``, ``url``, ``errors``, ``journal``, ``clock``):
 never another storage, and nothing above the interface. This package names what the rest of
 crawlstore may use of them: how a store is opened by the scheme of its target, and what only a
-file has (its format, its check, its migration).
+file has (its format, its check, its migration), and the move of a store on Redis to format 2.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from ._memory import MemoryStorage
 
 if TYPE_CHECKING:
     from ..frontier.spi import Durability, StoreStorage
+    from ._redis.migrate import FormatMove
 
 __all__ = ["FORMAT_VERSION", "REDIS_SCHEMES", "MemoryStorage", "migrate_file", "open_file_copy",
-           "open_store", "read_file_meta", "sync_directory", "upgrade_file_format_2",
-           "verify"]  # fmt: skip
+           "open_store", "read_file_meta", "redis_format_move", "sync_directory",
+           "upgrade_file_format_2", "verify"]  # fmt: skip
 
 #: URL schemes of stores on a Redis server or cluster.
 REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
@@ -40,3 +41,10 @@ def open_store(target: Any, *, durability: Durability, readonly: bool, options: 
 
         return open_url(target, durability=durability, readonly=readonly, options=options)
     return open_file(target, durability=durability, readonly=readonly, options=options)
+
+
+def redis_format_move(url: str) -> FormatMove:
+    """The server side of moving the store on Redis at ``url`` to format 2 (redis-py)."""
+    from ._redis.migrate import FormatMove
+
+    return FormatMove(url)

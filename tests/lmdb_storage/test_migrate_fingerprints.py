@@ -65,7 +65,7 @@ def old_redis(redis_node: Node) -> str:
             client.zadd(key, dict(value))
         else:
             client.sadd(key, *value)
-    return f"redis://127.0.0.1:{redis_node.port}/0?ns={ns}"
+    return f"redis://127.0.0.1:{redis_node.port}/0?ns={ns}&partitioned=0"  # format 1
 
 
 def check_migrated(store: Store) -> None:

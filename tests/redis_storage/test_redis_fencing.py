@@ -52,7 +52,8 @@ def patient(url: str) -> str:
 @pytest.fixture(params=["cluster", "standalone"])
 def url(request: pytest.FixtureRequest) -> str:
     """A fresh namespace with ``TTL`` s locks, on the session's cluster or standalone node."""
-    return deployment_url(request, f"rf{os.getpid()}x{next(_namespaces)}", f"&lock_ttl={TTL}")
+    return deployment_url(request, f"rf{os.getpid()}x{next(_namespaces)}",
+                          f"&lock_ttl={TTL}&partitioned=0")  # fmt: skip
 
 
 def paused(url: str, point: str, **kwargs: object) -> Child:
@@ -126,7 +127,7 @@ def test_crawlers_paused_past_their_locks_at_random_keep_the_invariants(
     """Three crawlers push, pop and report on a cluster with 0.4 s locks; one of them, at
     random, is stopped (SIGSTOP) for 0.45 to 0.7 s, ``PAUSES`` times. Nothing acknowledged is
     lost, no URL is handed out twice, and the crawl's counters equal its URLs' states."""
-    url = f"{cluster.url}?ns=rfr{os.getpid()}x{next(_namespaces)}&lock_ttl=0.4"
+    url = f"{cluster.url}?ns=rfr{os.getpid()}x{next(_namespaces)}&lock_ttl=0.4&partitioned=0"
     rng = random.Random(20261203)
     stop = tmp_path / "stop"
     children = [spawn(redis_worker.crawl, url, me=i, stop=stop) for i in range(3)]
@@ -157,7 +158,8 @@ def test_strict_mode_fences_through_a_failover(cluster: Cluster) -> None:
     store_master = cluster.owner(store_slot(ns))  # the journal's, which A's commit waits on
     victim = next(m for m in cluster.masters() if m is not store_master)  # holds A's slots too
     replica = cluster.replica_of(victim)
-    url = f"redis+cluster://127.0.0.1:{store_master.port}/?ns={ns}&lock_ttl={TTL}&strict=1"
+    url = (f"redis+cluster://127.0.0.1:{store_master.port}/?ns={ns}&lock_ttl={TTL}&strict=1"
+           "&partitioned=0")  # fmt: skip
     urls = [f"https://h{i}.test/x" for i in range(20)]
     with Store.open(patient(url)) as store:
         store.frontier(crawl="c").push(Seed.get("https://first.test/"))

@@ -44,6 +44,8 @@ that a unit on a bucket reads and writes one slot and commits alone (``bucket.py
 | ``{ns:c:b}`` ``CLAIMS`` | hash | fingerprint (of the bucket) -> its URL's queue key |
 | ``{ns:c}`` ``DUE`` | sorted set | each bucket that held a queue, by its next event (ms; a hint) |
 | ``{ns:c:b}`` ``INBOX`` | hash | fingerprint -> a ``Post`` not folded yet; ``~r``...: refusals |
+| ``{ns}`` ``WIDE_LOCK`` | string | the lock of a transaction over every bucket, on a cluster |
+| ``{ns}`` ``META`` ``moving`` | field | the exports a move from format 1 loads (``migrate.py``) |
 | ``{ns}`` ``POSTED`` | string | the version of posts in transactions (written, never read) |
 | ``{ns:c}`` ``TOTALS`` | hash | what is no bucket's: refusals, view counts, ``~seen``, ``~bloom`` |
 """
@@ -80,6 +82,7 @@ CLAIMS = b":w"
 DUE = b":d"
 INBOX = b":n"
 POSTED = b":pv"
+WIDE_LOCK = b":wl"
 #: A queue's own keys, deleted with it.
 QUEUE_OWN = (ENTRIES, EXPIRIES, SCHEDULE, MEMBERS)
 

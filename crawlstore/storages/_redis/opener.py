@@ -8,16 +8,18 @@ from ...errors import InvalidArgument, OlderFormat
 from ...frontier.spi import Durability
 from .partitioned import PARTITIONED_FORMAT, PartitionedRedisStorage
 from .server import Address, Server
-from .storage import OtherFormat, RedisStorage
+from .storage import LayoutMove, OtherFormat, RedisStorage
 
 __all__ = ["open_url"]
 
 
 def open_url(url: str, *, durability: Durability, readonly: bool, options: dict[str, Any]
              ) -> RedisStorage:  # fmt: skip
-    """The storage at ``url``, created when its namespace is empty. A store whose records hold
-    an older fingerprint version opens at that version (``fingerprint``), for ``Store.open`` to
-    migrate; read-only, it raises ``OlderFormat``."""
+    """The storage at ``url``, created when its namespace is empty (in format 2 unless the URL
+    says ``partitioned=0``). A store of format 1 opens only when its URL says
+    ``partitioned=0``; else it raises ``LayoutMove``, naming ``crawlstore migrate``. A store
+    whose records hold an older fingerprint version opens at that version (``fingerprint``),
+    for ``Store.open`` to migrate; read-only, it raises ``OlderFormat``."""
     if options:
         name = next(iter(options))
         raise InvalidArgument(f"{name} applies to a store in a file, not to one on Redis")
@@ -28,20 +30,33 @@ def open_url(url: str, *, durability: Durability, readonly: bool, options: dict[
         )
     address = Address.parse(url)
     server = Server(address)
-    layout: type[RedisStorage] = PartitionedRedisStorage if address.partitioned else RedisStorage
+    layout: type[RedisStorage] = (
+        RedisStorage if address.partitioned is False else PartitionedRedisStorage
+    )
     try:
-        return layout(server, readonly=readonly)
-    except OtherFormat as exc:  # the store's own layout, whatever the URL asks of a new one
-        layout = PartitionedRedisStorage if exc.format == PARTITIONED_FORMAT else RedisStorage
         try:
             return layout(server, readonly=readonly)
-        except OlderFormat:
-            if readonly:
-                server.close()
-                raise
+        except OtherFormat as exc:  # the store's own layout, whatever the URL asks of a new one
+            if exc.format != PARTITIONED_FORMAT and address.partitioned is not False:
+                raise _format_1(address) from None
+            layout = PartitionedRedisStorage if exc.format == PARTITIONED_FORMAT else RedisStorage
+            return layout(server, readonly=readonly)
+    except LayoutMove:
+        server.close()
+        raise
     except OlderFormat:
         if readonly:
             server.close()
             raise
     older = int(layout(server, fingerprint=1).meta["fingerprint"])
     return layout(server, fingerprint=older)
+
+
+def _format_1(address: Address) -> LayoutMove:
+    return LayoutMove(
+        f"{address} is a store of format 1, whose every unit takes one store-wide lock; this "
+        "crawlstore writes format 2, whose units commit bucket by bucket (see the Redis "
+        f"guide). Stop the store's clients, then run: crawlstore migrate '{address}' (it "
+        "keeps an export of the store in a file). To go on in format 1, add partitioned=0 "
+        "to the URL."
+    )

@@ -73,6 +73,7 @@ from .keys import (
     URLS,
     VERSION,
     WAKES,
+    WIDE_LOCK,
 )
 from .routed import RoutedUnit
 from .server import Server
@@ -100,7 +101,7 @@ class PartitionedRedisStorage(RedisStorage):
     format_version = PARTITIONED_FORMAT
 
     def __init__(self, server: Server, *, readonly: bool = False,
-                 fingerprint: int = FINGERPRINT_VERSION) -> None:  # fmt: skip
+                 fingerprint: int = FINGERPRINT_VERSION, moving: bool = False) -> None:  # fmt: skip
         self._scope: bytes | None = None  # the tag of the bucket the unit runs on
         self._dry = False
         self._caches: dict[bytes, Cache] = {}
@@ -131,7 +132,7 @@ class PartitionedRedisStorage(RedisStorage):
         #: post it misses marks the bucket again, for the next pop).
         self._quiet: set[bytes] = set()
         self._last_ordinal = 0
-        super().__init__(server, readonly=readonly, fingerprint=fingerprint)
+        super().__init__(server, readonly=readonly, fingerprint=fingerprint, moving=moving)
         self.capabilities = replace(self.capabilities, partitions=self.buckets, inboxes=True)
 
     def __repr__(self) -> str:
@@ -162,7 +163,7 @@ class PartitionedRedisStorage(RedisStorage):
                 store = WideUnit(self.server, self._cache, self.tag + EPOCH)
                 store.begin()
             else:
-                store = Unit(self.server, self._cache, self.tag)
+                store = Unit(self.server, self._cache, self.tag, WIDE_LOCK)
                 store.begin()
             routed = self._routed = RoutedUnit(store, self._held)
             self._owner, self._unit = journal.owner(), routed

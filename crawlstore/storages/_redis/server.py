@@ -68,8 +68,10 @@ class Address:
     lock_ttl: float
     #: Buckets of each crawl, fixed when the store is created.
     buckets: int
-    #: A new store commits each bucket alone (format 2: ``partitioned.py``).
-    partitioned: bool = False
+    #: A new store commits each bucket alone (format 2, the default: ``partitioned.py``), or
+    #: takes one store-wide lock a unit (format 1: ``partitioned=0``); None when the URL does
+    #: not say (a store of format 1 is then refused, naming ``crawlstore migrate``).
+    partitioned: bool | None = None
 
     @classmethod
     def parse(cls, url: str) -> Address:
@@ -83,8 +85,8 @@ class Address:
         strict = query.pop("strict", "0")
         if strict not in ("0", "1", "true", "false"):
             raise InvalidArgument(f"strict is 0 or 1: {strict!r}")
-        partitioned = query.pop("partitioned", "0")
-        if partitioned not in ("0", "1", "true", "false"):
+        partitioned = query.pop("partitioned", None)
+        if partitioned not in (None, "0", "1", "true", "false"):
             raise InvalidArgument(f"partitioned is 0 or 1: {partitioned!r}")
         try:
             lock_ttl = float(query.pop("lock_ttl", "10"))
@@ -101,7 +103,7 @@ class Address:
         client_url = parts._replace(scheme=scheme, query="").geturl()
         return cls(client_url, parts.scheme.endswith("+cluster"), ns,
                    strict in ("1", "true"), lock_ttl, buckets,
-                   partitioned in ("1", "true"))  # fmt: skip
+                   None if partitioned is None else partitioned in ("1", "true"))  # fmt: skip
 
     def __str__(self) -> str:
         kind = "redis+cluster" if self.cluster else "redis"

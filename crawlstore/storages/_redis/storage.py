@@ -118,6 +118,12 @@ class OtherFormat(IncompatibleStore):
         self.format = format
 
 
+class LayoutMove(OlderFormat):
+    """A store to move to format 2 with ``crawlstore migrate`` before it opens: one of format 1
+    whose URL does not ask for format 1 (``partitioned=0``), or one whose move began and did
+    not finish."""
+
+
 class RedisStorage:
     """The frontier storage of a store on Redis: every write unit holds the store's lock and
     commits all its writes at once (see ``unit.py``); several processes on several machines
@@ -127,9 +133,11 @@ class RedisStorage:
     format_version = FORMAT_VERSION
 
     def __init__(self, server: Server, *, readonly: bool = False,
-                 fingerprint: int = FINGERPRINT_VERSION) -> None:  # fmt: skip
+                 fingerprint: int = FINGERPRINT_VERSION, moving: bool = False) -> None:  # fmt: skip
         #: The fingerprint version the store must hold (an older one, for its migration).
         self.fingerprint = fingerprint
+        #: Opened by the move to format 2 (``migrate.py``), which may find it begun.
+        self.moving = moving
         self.server = server
         self.readonly = readonly
         address = server.address
@@ -197,6 +205,11 @@ class RedisStorage:
         name = f"{self.server.address}"
         if meta.get("app") != "crawlstore":
             raise NotAStore(f"{name}: the namespace holds keys that are not a crawlstore store")
+        if "moving" in meta and not self.moving:
+            raise LayoutMove(
+                f"{name}: its move to format 2 began and has not finished (the export it "
+                f"loads is {meta['moving']}): run crawlstore migrate '{name}' to finish it"
+            )
         stored = int(meta["format"])
         if stored != self.format_version and stored in (1, 2):
             raise OtherFormat(f"{name} is a store of format {stored}", stored)
@@ -227,7 +240,7 @@ class RedisStorage:
             yield  # joined: the outer unit commits
             return
         with self._lock:
-            unit = Unit(self.server, self._cache, self.tag)
+            unit = self._store_unit()
             unit.begin()
             self._owner, self._unit = journal.owner(), unit
             opened = journal.begin(self)  # in-memory state rolls back with the unit
@@ -248,6 +261,10 @@ class RedisStorage:
             finally:
                 self._owner = self._unit = None
                 journal.end(opened, commit=committed)
+
+    def _store_unit(self) -> Unit:
+        """A unit under the store's lock."""
+        return Unit(self.server, self._cache, self.tag)
 
     def transaction(self) -> contextlib.AbstractContextManager[object]:
         return self._write()

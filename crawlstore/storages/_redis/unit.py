@@ -348,9 +348,9 @@ class Unit(CachedUnit):
     """One write unit (or read) over the store's keys, under the store lock; ``commit`` or
     ``abort`` ends it."""
 
-    def __init__(self, server: Server, cache: Cache, store_tag: bytes) -> None:
+    def __init__(self, server: Server, cache: Cache, store_tag: bytes, lock: bytes = LOCK) -> None:
         super().__init__(server, cache)
-        self._lock = store_tag + LOCK
+        self._lock = store_tag + lock
         self._epoch = store_tag + EPOCH
         self._journal = store_tag + JOURNAL
         self._fences = store_tag + FENCES

@@ -1,0 +1,108 @@
+"""Moving a store on Redis from format 1 to format 2, in its own namespace (``crawlstore
+migrate redis://...``): each crawl's export is written to a directory that is kept, then the
+namespace is cleared and the exports are loaded in format 2 (the server's steps:
+``storages/_redis/migrate.py``).
+
+The exports carry everything ``crawlstore export`` does: the frontier in every state, facade
+state, counters, the seen set and validators. A crawl's Bloom filter, which an export of a
+store on Redis does not carry, goes bit for bit beside its export (``N.bloom``: its
+parameters, count and parts, in msgpack).
+
+The store's clients must be stopped first: the move takes the store lock of format 1 for
+good, so a client left running fails at its next unit, and a client that opens the store
+while the move runs is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..cli.exportfile import read_export, to_line
+from ..clock import system_clock
+from ..errors import InvalidArgument
+from ..storages import redis_format_move, sync_directory
+from ..store import Store
+from ..textfiles import open_text
+
+__all__ = ["Moved", "move_redis_store"]
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What a move did: the crawls it moved and the directory of their exports; ``crawls``
+    None when the store was in format 2 already (nothing changed)."""
+
+    crawls: list[str] | None
+    kept: Path | None
+
+
+def move_redis_store(url: str, keep: str | os.PathLike[str] | None = None) -> Moved:
+    """Move the store at ``url`` to format 2, keeping each crawl's export in the directory
+    ``keep`` (by default ``<ns>.format1`` in the working directory; it must not exist), or
+    finish a move that stopped half way (in the directory it began with)."""
+    move = redis_format_move(url)
+    try:
+        version, began = move.state()
+        if began is None and version == 2:
+            return Moved(None, None)
+        kept = Path(began or keep or f"{move.address.ns}.format1").absolute()
+        if version != 2:
+            if began is None and kept.exists():
+                raise InvalidArgument(f"{kept} exists: the exports go to a new directory")
+            move.begin(str(kept))
+            kept.mkdir(exist_ok=True)
+            reading = move.reading()
+            with Store(reading, system_clock) as old:
+                for number, crawl in enumerate(old.crawls(), 1):
+                    _write(old, crawl, kept / f"{number}.jsonl.gz")
+                    bloom = move.bloom(reading, crawl)
+                    if bloom is not None:
+                        _write_bytes(kept / f"{number}.bloom", bloom)
+            sync_directory(kept)
+            move.switch()
+        else:
+            move.switch()  # a move stopped in its loads: from an empty namespace again
+        writing = move.writing()
+        with Store(writing, system_clock) as new:
+            crawls = []
+            for path in _exports(kept):
+                crawls.append(new.load(_records(path)))
+                bits = path.with_name(path.name.split(".")[0] + ".bloom")
+                if bits.exists():
+                    move.put_bloom(writing, crawls[-1], bits.read_bytes())
+        move.finish()
+        return Moved(crawls, kept)
+    finally:
+        move.close()
+
+
+def _write(store: Store, crawl: str, path: Path) -> None:
+    part = path.with_name(path.name + ".part")
+    with open_text(str(part), "w") as out:
+        for record in store.export(crawl=crawl):
+            out.write(to_line(record) + "\n")
+    with open(part, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(part, path)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(part, path)
+
+
+def _exports(kept: Path) -> list[Path]:
+    return sorted(kept.glob("*.jsonl.gz"), key=lambda p: int(p.name.split(".")[0]))
+
+
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    with read_export(str(path)) as export:
+        yield from export.records()
