@@ -348,9 +348,9 @@ def _notes(table: Table, sh: Shape) -> None:
         f"{HOSTS * SEEDS_A_HOST:,} URLs over {HOSTS} hosts (the links go to the same hosts: it "
         f"never runs dry); the median of {sh.rounds} round(s), emptied servers before each run.",
         "locked: format 1 (`&partitioned=0`: every write unit takes the store lock "
-        "`cs_acquire`, polled with backoff); partitioned: format 2, the default (a unit on a bucket commits "
-        "alone with a compare-and-set on the bucket's version, and runs again when it "
-        "conflicts; a transaction still takes the store lock for what belongs to no bucket, "
+        "`cs_acquire`, polled with backoff); partitioned: format 2, the default (a unit on a "
+        "bucket commits alone with a compare-and-set on the bucket's version, and runs again "
+        "when it conflicts; on a cluster a transaction takes a lock for what belongs to no bucket, "
         "and commits its buckets' units after). shared: the P processes on one store (one "
         "namespace, `?ns=NAME`); own: a namespace each on the same server(s), seeded alike "
         "(the control: the same CPU, no lock shared; on the cluster their store slots also "
