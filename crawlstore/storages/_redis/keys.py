@@ -42,7 +42,7 @@ that a unit on a bucket reads and writes one slot and commits alone (``bucket.py
 | ``{ns:c:b}`` ``EVENTS`` and the rest | sorted sets | the crawl's index, of the bucket's queues |
 | ``{ns:c:b}`` ``URLS`` | hash | fingerprint -> URL record, of the bucket's queues |
 | ``{ns:c:b}`` ``CLAIMS`` | hash | fingerprint (of the bucket) -> its URL's queue key |
-| ``{ns:c}`` ``DUE`` | sorted set | each bucket that held a queue, by its next event (ms; a hint) |
+| ``{ns:c:dN}`` ``DUE`` | sorted set | each bucket b (b % 16 = N) that held a queue, by next event |
 | ``{ns:c:b}`` ``INBOX`` | hash | fingerprint -> a ``Post`` not folded yet; ``~r``...: refusals |
 | ``{ns}`` ``WIDE_LOCK`` | string | the lock of a transaction over every bucket, on a cluster |
 | ``{ns}`` ``META`` ``moving`` | field | the exports a move from format 1 loads (``migrate.py``) |

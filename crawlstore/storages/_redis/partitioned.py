@@ -11,8 +11,8 @@ fails, it never overwrites.
 What belongs to no bucket keeps today's store-wide unit (``run``): a crawl's record and policy,
 the defaults, facades' state, refusal counts, and the views. The URL → queue claims live in
 the bucket of the fingerprint (``CLAIMS``, written with ``HSETNX``: the first claim wins), and
-a hint of each bucket's next event in the crawl's ``DUE`` (written after each commit, swept
-whole every ``SWEEP`` seconds: a lost or late hint only delays).
+a hint of each bucket's next event in the crawl's ``DUE``, in ``DUE_SHARDS`` shards (written
+after each commit, swept whole every ``SWEEP`` seconds: a lost or late hint only delays).
 """
 
 from __future__ import annotations
@@ -91,6 +91,9 @@ SWEEP = 5.0
 RECORD_TTL = 1.0
 #: Times a unit runs again after a conflict before it gives up.
 RETRIES = 200
+#: Shards of a crawl's index of due buckets (``DUE``), each a slot of its own: a bucket's hint
+#: is in shard ``bucket % DUE_SHARDS``, so that no one slot takes every commit's hint.
+DUE_SHARDS = 16
 #: The score of a bucket with nothing due at any time.
 _NEVER = 2**62
 
@@ -233,7 +236,7 @@ class PartitionedRedisStorage(RedisStorage):
         for tag, field, value in self._posting:
             store.hset(tag + INBOX, field, value)
         for tag in tags:
-            store.zadd(_crawl_tag(tag) + DUE, b"%d" % _tag_parts(tag)[1])
+            store.zadd(_due_key(tag), b"%d" % _tag_parts(tag)[1])
         return tags
 
     # -- inboxes (``spi.Inboxes``) -------------------------------------------------------------
@@ -677,8 +680,8 @@ class PartitionedRedisStorage(RedisStorage):
         written after its first commit; one lost with its client is found by the next sweep)."""
         if time.monotonic() - self._swept.get(int(crawl.ref[0]), -SWEEP) >= SWEEP:
             self._sweep(crawl)
-        members = self.server.read([("ZRANGE", self.crawl_tag(crawl) + DUE, 0, -1)])[0]
-        live = {int(member) for member in members}
+        shards = self.server.read([("ZRANGE", key, 0, -1) for key in self._due_keys(crawl)])
+        live = {int(member) for members in shards for member in members}
         cid = int(crawl.ref[0])
         live.update(b for c, b in map(_tag_parts, self._held) if c == cid)  # (not hinted yet)
         return sorted(live)
@@ -727,9 +730,9 @@ class PartitionedRedisStorage(RedisStorage):
         cid = int(crawl.ref[0])
         if time.monotonic() - self._swept.get(cid, -SWEEP) >= SWEEP:
             self._sweep(crawl)
-        due = self.server.read([("ZRANGE", self.crawl_tag(crawl) + DUE, "-inf",
-                                 ms_up(now), "BYSCORE", "WITHSCORES")])[0]  # fmt: skip
-        pairs = _scored(due)
+        shards = self.server.read([("ZRANGE", key, "-inf", ms_up(now), "BYSCORE", "WITHSCORES")
+                                   for key in self._due_keys(crawl)])  # fmt: skip
+        pairs = [pair for due in shards for pair in _scored(due)]
         buckets = [int(member) for member, _ in pairs]
         # (a post marks its bucket 0: this pop reads those buckets' inboxes only)
         self._quiet = {self.bucket_tag(crawl, int(member)) for member, score in pairs if score}
@@ -752,6 +755,11 @@ class PartitionedRedisStorage(RedisStorage):
         base = cid * self.buckets
         return [base + b for b in buckets[start:] + buckets[:start]]
 
+    def _due_keys(self, crawl: CrawlRecord) -> list[bytes]:
+        """The shards of the crawl's index of due buckets."""
+        tag = self.crawl_tag(crawl)
+        return [_due_shard(tag, shard) for shard in range(min(DUE_SHARDS, self.buckets))]
+
     def _sweep(self, crawl: CrawlRecord) -> None:
         """Every bucket's next event into the hints (they are written after each commit: one
         lost with its client, or overtaken, is put right here)."""
@@ -761,16 +769,16 @@ class PartitionedRedisStorage(RedisStorage):
                                   for tag in tags])  # fmt: skip
         keys = self.server.read([("EXISTS", tag + QUEUE_KEYS) for tag in tags])
         inboxes = self.server.read([("EXISTS", tag + INBOX) for tag in tags])
-        args: list[Any] = []
+        args: dict[bytes, list[Any]] = {}
         for bucket, (tag, head, live, posted) in enumerate(
             zip(tags, heads, keys, inboxes, strict=True)
         ):
             if head or live or posted:
                 score = 0 if posted else _event_ms(head[0]) if head else _NEVER
                 self._hinted[tag] = score
-                args += [score, bucket]
+                args.setdefault(_due_key(tag), []).extend((score, bucket))
         if args:
-            self.server.read([("ZADD", self.crawl_tag(crawl) + DUE, *args)])
+            self.server.read([("ZADD", key, *pairs) for key, pairs in args.items()])
 
     def _head(self, tag: bytes) -> int:
         """The ms of the bucket's next event as this unit leaves it (``_NEVER``: none)."""
@@ -1088,7 +1096,17 @@ def _scored(reply: list[Any]) -> list[tuple[bytes, float]]:
 
 def _due_hint(tag: bytes, head: int) -> tuple[Any, ...]:
     """The command that hints the bucket ``tag`` due at ``head`` (ms; 0: posts there)."""
-    return ("ZADD", _crawl_tag(tag) + DUE, head, _tag_parts(tag)[1])
+    return ("ZADD", _due_key(tag), head, _tag_parts(tag)[1])
+
+
+def _due_key(tag: bytes) -> bytes:
+    """The shard of the crawl's index of due buckets that holds the bucket ``tag``'s hint."""
+    return _due_shard(_crawl_tag(tag), _tag_parts(tag)[1] % DUE_SHARDS)
+
+
+def _due_shard(crawl_tag: bytes, shard: int) -> bytes:
+    """The key of a shard of a crawl's index of due buckets: its own hash tag, ``{ns:c:dN}``."""
+    return crawl_tag[:-1] + b":d%d}" % shard + DUE
 
 
 def _crawl_tag(tag: bytes) -> bytes:
