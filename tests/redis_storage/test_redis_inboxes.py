@@ -42,3 +42,29 @@ def test_a_push_killed_after_its_posts_loses_no_url(url: str, point: str) -> Non
         stats = frontier.stats()
         assert stats.admitted == 1 + len(links) and stats.in_flight == 1 + len(links)
         assert stats.queued == 0
+
+
+def test_the_due_hints_are_spread_over_sixteen_slots(url: str) -> None:
+    """A crawl's index of due buckets is 16 sorted sets, each in a slot of its own: every
+    bucket that holds a queue is hinted in the shard ``bucket % 16``, and a pop finds work in
+    any of them."""
+    from crawlstore import Seed
+    from crawlstore.storages._redis.server import key_slot
+
+    hosts = [f"h{i}.test" for i in range(100)]
+    with Store.open(url) as store:
+        frontier = store.frontier(crawl="c", queues="host")
+        assert all(frontier.push_many(Seed.get(f"https://{host}/") for host in hosts))
+        storage = store._storage
+        crawl = storage.view(lambda: storage.crawl("c"))
+        tag = storage.crawl_tag(crawl)[:-1]
+        shards = [tag + b":d%d}:d" % n for n in range(16)]
+        assert len({key_slot(key) for key in shards}) == 16
+        hinted = storage.server.read([("ZRANGE", key, 0, -1) for key in shards])
+        buckets = {storage._queue_bucket(crawl, host) for host in hosts}
+        assert {tag + b":%d}" % int(b) for members in hinted for b in members} == buckets
+        assert all(int(b) % 16 == n for n, members in enumerate(hinted) for b in members)
+        assert sum(map(bool, hinted)) >= 12  # spread (100 hosts over 1,024 buckets)
+        assert sorted(r.seed.url for r in frontier.pop_many(200)) == sorted(
+            f"https://{host}/" for host in hosts
+        )
