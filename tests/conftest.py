@@ -39,6 +39,16 @@ def pytest_configure(config: pytest.Config) -> None:
     faulthandler.dump_traceback_later(SESSION_LIMIT, exit=True)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    """Each test's report of its call, as ``item.call_report``: a fixture's teardown reads it
+    (the browser tests keep a screenshot of a failure)."""
+    report = yield
+    if report.when == "call":
+        item.call_report = report  # type: ignore[attr-defined]
+    return report
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Which Redis-compatible servers the Redis tests ran on."""
     if STARTED:

@@ -13,7 +13,19 @@ import sys
 from collections.abc import Callable
 
 from ..errors import CrawlstoreError
-from . import crawl, exchange, frontier, inspect, maintain, peek, queues, run, serve, urls
+from . import (
+    crawl,
+    dashboard,
+    exchange,
+    frontier,
+    inspect,
+    maintain,
+    peek,
+    queues,
+    run,
+    serve,
+    urls,
+)
 
 __all__ = ["main"]
 
@@ -39,6 +51,7 @@ _VERBS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[t
     maintain.add_migrate,
     crawl.add_crawl,
     serve.add_serve,
+    dashboard.add_dashboard,
     frontier.add_frontier,
     run.add_demo,
     run.add_bench,

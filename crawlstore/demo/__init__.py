@@ -18,6 +18,7 @@ the first crawl shows it is not, the demo starts over with a longer one. Nothing
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -88,7 +89,11 @@ def _demo(site: DemoSite, work: Path, revisit: float) -> int:
     hosts = sorted({origin.split("//")[1] for origin in site.origins})
     say(f"crawlstore demo: a site of {len(expected)} pages (redirects included) and an endless "
         f"calendar, on {len(hosts)} hosts ({', '.join(hosts)})")  # fmt: skip
-    say(f"the store: {path}\n")
+    say(f"the store: {path}")
+    say(
+        "watch it in a browser as it runs, from another terminal: crawlstore dashboard "
+        f"{shlex.quote(str(path))}\n"
+    )
     crawl = partial(command, site, path, revisit, TRAP_BUDGET)
 
     first, pace = kill_part_way(crawl(), logs[0], len(expected) // 3, revisit / 2)

@@ -63,6 +63,8 @@ def test_the_readme_command_ends_adds_up_and_keeps_its_store(tmp_path: Path) -> 
     assert re.search(r"the round took [\d.]+s: +(\d+) = ", out)
     [kept] = [Path(p) for p in re.findall(r"the store is kept in (\S+),", out)]
     assert kept.parent == tmp_path and (kept / "crawl.lmdb").is_file()
+    [watch] = re.findall(r"from another terminal: (crawlstore dashboard .*)$", out, re.M)
+    assert shlex.split(watch)[2] == str(kept / "crawl.lmdb")  # the page of the running crawl
     shown_commands = out.split("look into it with\n")[1].splitlines()
     assert [shlex.split(c)[:2] for c in shown_commands] == [
         ["crawlstore", "stats"], ["crawlstore", "urls"], ["crawlstore", "peek"]]  # fmt: skip
