@@ -6,7 +6,9 @@ import argparse
 import errno
 import ipaddress
 import os
+import signal
 import sys
+import threading
 
 from ..errors import CorruptStore, NotAStore, StoreError
 
@@ -19,7 +21,8 @@ def add_dashboard(verbs: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "pages a second, its counters, its busiest, blocked and capped queues, the store "
         "file's size and growth, and a URL lookup; the same data as JSON under /api/ and "
         "Prometheus metrics at /metrics. It opens the store read-only: it never writes, and "
-        "crawlers go on writing beside it. Prints the page's address as its first line.",
+        "crawlers go on writing beside it. Prints the page's address as its first line; "
+        "Ctrl-C or SIGTERM stops it.",
     )
     p.add_argument("path", help="the store file, or a Redis URL")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
@@ -51,10 +54,14 @@ def dashboard(args: argparse.Namespace) -> int:
     if not _loopback(args.host):
         print(f"crawlstore dashboard: warning: listening on {args.host}, where others may "
               "reach it; it has no authentication", file=sys.stderr)  # fmt: skip
+
+    def stop(signum: int, frame: object) -> None:
+        threading.Thread(target=board.httpd.shutdown, daemon=True).start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):  # (also when started with SIGINT ignored)
+        signal.signal(sig, stop)
     try:
         board.serve_forever()
-    except KeyboardInterrupt:
-        pass
     finally:
         board.close()
     return 0

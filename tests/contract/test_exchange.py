@@ -13,9 +13,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgpack
 import pytest
+from helpers import ordered_across_queues
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_servers import have_server, shared_node
@@ -235,9 +237,21 @@ def test_a_crawl_loads_back_into_the_same_state_in_memory_and_on_disk(
         third = kinds.store()
         third.load(again)
         assert list(third.export()) == again
-        assert drain(on_disk, disk_clock) == drain(memory, memory_clock)
+        mine, theirs = drain(on_disk, disk_clock), drain(memory, memory_clock)
+        if ordered_across_queues(on_disk):
+            assert mine == theirs
+        else:  # (pops take the buckets by turns: each queue's own order is the same)
+            assert _by_queue(mine) == _by_queue(theirs)
     finally:
         kinds.close()
+
+
+def _by_queue(order: list[tuple[float, str]]) -> dict[str, list[str]]:
+    """The drained URLs of each queue (the crawl's queues are per host), in their order."""
+    out: dict[str, list[str]] = {}
+    for _, url in order:
+        out.setdefault(urlsplit(url).hostname or "", []).append(url)
+    return out
 
 
 def _packed(records: Iterator[dict[str, Any]]) -> Any:

@@ -153,7 +153,9 @@ def test_a_port_in_use_is_one_line_and_exit_3(path: Path) -> None:
                            "another with --port (0: any free one)\n")  # fmt: skip
 
 
-def test_the_command_prints_its_address_first_and_stops_on_ctrl_c(path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_the_command_prints_its_address_first_and_stops_on_a_signal(path: Path, stop: int
+                                                                    ) -> None:  # fmt: skip
     child = subprocess.Popen([*COMMAND, "dashboard", str(path), "--port", "0"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -162,8 +164,8 @@ def test_the_command_prints_its_address_first_and_stops_on_ctrl_c(path: Path) ->
         assert url.startswith("http://127.0.0.1:") and url.endswith("/")
         with urllib.request.urlopen(url + "api/summary", timeout=30) as reply:
             assert json.loads(reply.read())["crawl"] == "other"  # the store's first crawl
-        child.send_signal(signal.SIGINT)
-        assert child.wait(30) == 0
+        child.send_signal(stop)
+        assert child.wait(60) == 0
     finally:
         child.kill()
 
