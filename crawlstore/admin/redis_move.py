@@ -15,20 +15,29 @@ while the move runs is refused.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cli.exportfile import read_export, to_line
 from ..clock import system_clock
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, OlderFormat, StoreError
 from ..storages import redis_format_move, sync_directory
 from ..store import Store
 from ..textfiles import open_text
+from ..url import FINGERPRINT_VERSION
+
+if TYPE_CHECKING:
+    from ..storages._redis.migrate import FormatMove
 
 __all__ = ["Moved", "move_redis_store"]
+
+#: The list of a move's exports, written once they are all complete.
+_LIST = "crawls.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,26 +55,30 @@ def move_redis_store(url: str, keep: str | os.PathLike[str] | None = None) -> Mo
     finish a move that stopped half way (in the directory it began with)."""
     move = redis_format_move(url)
     try:
-        version, began = move.state()
+        version, began, fingerprint = move.state()
         if began is None and version == 2:
             return Moved(None, None)
         kept = Path(began or keep or f"{move.address.ns}.format1").absolute()
         if version != 2:
+            if fingerprint < FINGERPRINT_VERSION:
+                raise OlderFormat(
+                    f"{move.address} holds fingerprint version {fingerprint}: open it once for "
+                    "writing with partitioned=0 in its URL (which moves its fingerprints), then "
+                    "move it; nothing was changed"
+                )
             if began is None and kept.exists():
                 raise InvalidArgument(f"{kept} exists: the exports go to a new directory")
             move.begin(str(kept))
-            kept.mkdir(exist_ok=True)
-            reading = move.reading()
-            with Store(reading, system_clock) as old:
-                for number, crawl in enumerate(old.crawls(), 1):
-                    _write(old, crawl, kept / f"{number}.jsonl.gz")
-                    bloom = move.bloom(reading, crawl)
-                    if bloom is not None:
-                        _write_bytes(kept / f"{number}.bloom", bloom)
-            sync_directory(kept)
-            move.switch()
+            try:
+                _export_all(move, kept)
+            except BaseException:
+                if began is None:  # this run began the move, and changed nothing yet
+                    move.abandon()
+                    shutil.rmtree(kept, ignore_errors=True)
+                raise
         else:
-            move.switch()  # a move stopped in its loads: from an empty namespace again
+            _check_kept(kept)  # a move stopped in its loads: from an empty namespace again
+        move.switch()
         writing = move.writing()
         with Store(writing, system_clock) as new:
             crawls = []
@@ -78,6 +91,40 @@ def move_redis_store(url: str, keep: str | os.PathLike[str] | None = None) -> Mo
         return Moved(crawls, kept)
     finally:
         move.close()
+
+
+def _export_all(move: FormatMove, kept: Path) -> None:
+    """Each crawl's export (and Bloom filter) into ``kept``, then the list of what it holds
+    (``crawls.json``, written last: a directory without it is not complete), synced."""
+    kept.mkdir(exist_ok=True)
+    reading = move.reading()
+    with Store(reading, system_clock) as old:
+        crawls = old.crawls()
+        for number, crawl in enumerate(crawls, 1):
+            _write(old, crawl, kept / f"{number}.jsonl.gz")
+            bloom = move.bloom(reading, crawl)
+            if bloom is not None:
+                _write_bytes(kept / f"{number}.bloom", bloom)
+    sync_directory(kept)
+    _write_bytes(kept / _LIST, json.dumps({"crawls": crawls}).encode())
+    sync_directory(kept)
+
+
+def _check_kept(kept: Path) -> None:
+    """The exports a move began with are all in ``kept``: else ``StoreError``, before the
+    store is touched."""
+    try:
+        crawls = json.loads((kept / _LIST).read_text())["crawls"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise StoreError(
+            f"the exports this move loads are not in {kept} ({exc}): put the directory back "
+            "where it was, then run the move again; nothing was changed"
+        ) from None
+    missing = [f"{n}.jsonl.gz" for n in range(1, len(crawls) + 1)
+               if not (kept / f"{n}.jsonl.gz").is_file()]  # fmt: skip
+    if missing:
+        raise StoreError(f"{kept} lacks {', '.join(missing)} of the move's exports: put them "
+                         "back, then run the move again; nothing was changed")  # fmt: skip
 
 
 def _write(store: Store, crawl: str, path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -116,10 +117,10 @@ class Dashboard:
             f"{html.escape(name)}</option>"
             for name in self.panels.crawls() or [crawl]
         )
-        text = _asset("page.html").decode()
-        text = text.replace("@CRAWL@", html.escape(crawl)).replace("@OPTIONS@", options)
-        text = text.replace("@STORE@", html.escape(self.store.location))
-        return text.encode()
+        values = {"CRAWL": html.escape(crawl), "OPTIONS": options,
+                  "STORE": html.escape(self.store.location)}  # fmt: skip
+        text = _asset("page.html").decode()  # (in one pass: no value is read as a placeholder)
+        return re.sub(r"@(CRAWL|OPTIONS|STORE)@", lambda m: values[m.group(1)], text).encode()
 
 
 def _json(value: Any, status: int = 200) -> tuple[int, str, bytes]:

@@ -106,6 +106,13 @@ def test_metrics_in_the_prometheus_text_format(path: Path) -> None:
     assert "crawlstore_file_bytes" in text
 
 
+def test_what_the_page_shows_is_escaped(path: Path) -> None:
+    with Dashboard(str(path)).start() as board:
+        page = get(board, "/?crawl=%40OPTIONS%40%20onload%3Dalert(1)%20")[1]
+    body = page[page.index("<body") : page.index(">", page.index("<body")) + 1]
+    assert body == '<body data-crawl="@OPTIONS@ onload=alert(1) ">'
+
+
 def test_a_dashboard_never_writes_the_store(path: Path) -> None:
     before = digest(path)
     with Dashboard(str(path)).start() as board:

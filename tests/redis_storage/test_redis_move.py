@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,11 +18,14 @@ import pytest
 from redis_servers import Node
 
 from crawlstore import Done, Failed, ManualClock, Retry, Seed, Store, Validator
+from crawlstore.admin import redis_move
 from crawlstore.admin.redis_move import move_redis_store
 from crawlstore.cli import main
 from crawlstore.cli.exportfile import to_line
 from crawlstore.errors import InvalidArgument, OlderFormat, StoreError
 from crawlstore.revisit import RevisitTags, revisit
+from crawlstore.storages._redis.partitioned import PartitionedRedisStorage
+from crawlstore.storages._redis.server import Address, Server
 
 _namespaces = itertools.count()
 T0 = 1_800_000_000.0
@@ -122,7 +126,7 @@ def test_the_move_keeps_every_crawl_and_a_bloom_filter_bit_for_bit(
     assert main(["migrate", url, "--keep", str(kept)]) == 0
     assert "moved to format 2 (3 crawls: a, b, c)" in capsys.readouterr().out
     assert sorted(p.name for p in kept.iterdir()) == ["1.jsonl.gz", "2.bloom", "2.jsonl.gz",
-                                                       "3.jsonl.gz"]  # fmt: skip
+                                                       "3.jsonl.gz", "crawls.json"]  # fmt: skip
     with Store.open(url) as store:
         assert store.meta["format"] == "2"
     assert observe(url) == before
@@ -145,24 +149,27 @@ def test_a_client_of_format_1_left_running_cannot_write_after_the_move(
         assert store.frontier(crawl="c").stats().queued == 5
 
 
-def test_a_move_stopped_in_its_loads_is_refused_then_finished(
-    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    before = observe(url + "&partitioned=0")
-    loads = 0
-    real = Store.load
+def stop_in_the_loads(url: str, kept: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a move that stops (``KeyboardInterrupt``) as it loads the second crawl."""
+    real, loads = Store.load, []
 
     def stop_at_the_second(self: Store, records: Any, **kwargs: Any) -> str:
-        nonlocal loads
-        loads += 1
-        if loads == 2:
+        loads.append(1)
+        if len(loads) == 2:
             raise KeyboardInterrupt
         return real(self, records, **kwargs)
 
     monkeypatch.setattr(Store, "load", stop_at_the_second)
     with pytest.raises(KeyboardInterrupt):
-        move_redis_store(url, tmp_path / "kept")
+        move_redis_store(url, kept)
     monkeypatch.undo()
+
+
+def test_a_move_stopped_in_its_loads_is_refused_then_finished(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = observe(url + "&partitioned=0")
+    stop_in_the_loads(url, tmp_path / "kept", monkeypatch)
     with pytest.raises(OlderFormat, match=r"began and has not finished.*crawlstore migrate"):
         Store.open(url, readonly=True)
     moved = move_redis_store(url, tmp_path / "elsewhere")  # the move's own directory wins
@@ -222,3 +229,48 @@ def test_the_keep_directory_is_never_written_over(url: str, tmp_path: Path) -> N
         move_redis_store(url, tmp_path / "kept")
     with Store.open(url + "&partitioned=0") as store:  # untouched
         assert store.meta["format"] == "1" and "moving" not in store.meta
+
+
+def test_a_move_whose_exports_are_gone_refuses_and_changes_nothing(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stop_in_the_loads(url, tmp_path / "kept", monkeypatch)
+    (tmp_path / "kept" / "3.jsonl.gz").unlink()
+    with pytest.raises(StoreError, match=r"lacks 3.jsonl.gz of the move's exports"):
+        move_redis_store(url)
+    shutil.rmtree(tmp_path / "kept")
+    with pytest.raises(StoreError, match=r"are not in .*kept.*put the directory back"):
+        move_redis_store(url)
+    with pytest.raises(OlderFormat, match="began and has not finished"):
+        Store.open(url, readonly=True)
+    with Store(PartitionedRedisStorage(Server(Address.parse(url)), moving=True),
+               ManualClock(T0)) as store:  # fmt: skip
+        assert store.crawls() == ["a"]  # what the first run had loaded: still there
+
+
+def test_a_store_of_an_older_fingerprint_version_is_refused_before_anything_changes(
+    url: str, redis_node: Node, tmp_path: Path
+) -> None:
+    meta = f"{{{url.rsplit('ns=', 1)[1]}}}:meta"
+    client = redis_node.client()
+    client.hset(meta, "fingerprint", "1")
+    before = client.hgetall(meta)
+    with pytest.raises(OlderFormat, match=r"partitioned=0 in its URL.*nothing was changed"):
+        move_redis_store(url, tmp_path / "kept")
+    assert client.hgetall(meta) == before and not (tmp_path / "kept").exists()
+    assert client.get(meta.replace(":meta", ":lock")) is None
+
+
+def test_a_move_that_fails_in_its_exports_gives_the_store_back(
+    url: str, redis_node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(redis_move, "_write", fail)
+    with pytest.raises(OSError, match="disk full"):
+        move_redis_store(url, tmp_path / "kept")
+    assert not (tmp_path / "kept").exists()
+    with Store.open(url + "&partitioned=0") as store:  # the lock is free, nothing moved
+        assert store.meta["format"] == "1" and "moving" not in store.meta
+        assert store.frontier(crawl="c").stats().queued == 5

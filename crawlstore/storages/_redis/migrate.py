@@ -89,13 +89,14 @@ class FormatMove:
     def close(self) -> None:
         self.server.close()
 
-    def state(self) -> tuple[int, str | None]:
-        """The store's format, and where its move keeps the exports (None: no move began)."""
-        read = [("HMGET", self.tag + META, b"app", b"format", _MOVING)]
-        (app, version, moving) = self.server.read(read)[0]
+    def state(self) -> tuple[int, str | None, int]:
+        """The store's format, where its move keeps the exports (None: no move began), and
+        the fingerprint version its records hold."""
+        read = [("HMGET", self.tag + META, b"app", b"format", _MOVING, b"fingerprint")]
+        (app, version, moving, fingerprint) = self.server.read(read)[0]
         if app != b"crawlstore":
             raise NotAStore(f"{self.address}: the namespace holds no crawlstore store")
-        return int(version), None if moving is None else moving.decode()
+        return int(version), None if moving is None else moving.decode(), int(fingerprint)
 
     def begin(self, kept: str) -> None:
         """Take the lock of format 1 for good; say the move began, keeping exports in
@@ -109,6 +110,13 @@ class FormatMove:
                 f"{self.address.lock_ttl:g} s)"
             )
         self.server.read([("HSET", self.tag + META, _MOVING, kept)])
+
+    def abandon(self) -> None:
+        """Undo ``begin`` (a move that failed before it changed anything): the lock goes,
+        ``META`` loses ``moving``."""
+        if self.server.read([("GET", self.tag + LOCK)])[0] == _HELD:
+            self.server.read([("DEL", self.tag + LOCK)])
+        self.server.read([("HDEL", self.tag + META, _MOVING)])
 
     def reading(self) -> RedisStorage:
         """The store in format 1, read under the move's lock."""
