@@ -32,7 +32,7 @@ from ..textfiles import open_text
 from ..url import FINGERPRINT_VERSION
 
 if TYPE_CHECKING:
-    from ..storages._redis.migrate import FormatMove
+    from ..storages import FormatMove
 
 __all__ = ["Moved", "move_redis_store"]
 

@@ -22,7 +22,7 @@ from ._memory import MemoryStorage
 
 if TYPE_CHECKING:
     from ..frontier.spi import Durability, StoreStorage
-    from ._redis.migrate import FormatMove
+    from ._redis.migrate import FormatMove as FormatMove
 
 __all__ = ["FORMAT_VERSION", "REDIS_SCHEMES", "MemoryStorage", "migrate_file", "open_file_copy",
            "open_store", "read_file_meta", "redis_format_move", "sync_directory",
