@@ -128,20 +128,27 @@ def _check_kept(kept: Path) -> None:
 
 
 def _write(store: Store, crawl: str, path: Path) -> None:
-    part = path.with_name(path.name + ".part")
+    part = _part(path)
     with open_text(str(part), "w") as out:
         for record in store.export(crawl=crawl):
             out.write(to_line(record) + "\n")
-    with open(part, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(part, path)
+    _synced(part, path)
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
-    part = path.with_name(path.name + ".part")
-    with open(part, "wb") as f:
-        f.write(data)
-        f.flush()
+    part = _part(path)
+    part.write_bytes(data)
+    _synced(part, path)
+
+
+def _part(path: Path) -> Path:
+    return path.with_name(path.name + ".part")
+
+
+def _synced(part: Path, path: Path) -> None:
+    """``part``, written, synced to disk and renamed ``path`` (the directory is synced by
+    the caller once every file is in)."""
+    with open(part, "rb") as f:
         os.fsync(f.fileno())
     os.replace(part, path)
 
