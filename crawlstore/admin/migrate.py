@@ -6,7 +6,11 @@ to their new fingerprints (``frontier/refingerprint.py``), each crawl in one tra
 new fingerprints put beside the old ones in its seen set and validators.
 
 Format 2: its URL records move to their queues' key ranges (``storages/_lmdb/upgrade.py``),
-then to their new fingerprints when the file holds an older version.
+then as format 3.
+
+Format 3: a copy of the file with each crawl's indexes (recent failures, revisits by minute,
+blocked trap prefixes in their own namespace) written from its records (``frontier/reindex``),
+then its URLs at their new fingerprints when the file holds an older version.
 
 Format 1: its crawls are written through the export stream into the new file. Format 1 (before
 the frontier core) kept no per-URL records, no crawl policy and no per-queue counters: finished
@@ -46,6 +50,8 @@ def child(source: str, target: str) -> None:
         crawls = _from_format_1(source, target)
     elif meta.get("format") == 2:
         crawls = _from_format_2(source, target, meta.get("fingerprint", FINGERPRINT_VERSION))
+    elif meta.get("format") == 3:
+        crawls = _from_format_3(source, target, meta.get("fingerprint", FINGERPRINT_VERSION))
     else:  # an older fingerprint version (``_kept_suffix`` checked)
         crawls = _refingerprint(source, target, meta["fingerprint"])
     print(json.dumps({"migrated": crawls}))
@@ -75,23 +81,31 @@ def _from_format_1(source: str, target: str) -> list[str]:
 
 
 def _from_format_2(source: str, target: str, version: int) -> list[str]:
-    """Format 2's URL records moved to their queues' ranges, then (an older fingerprint
-    version) to their new fingerprints."""
-    if version >= FINGERPRINT_VERSION:
-        upgrade_file_format_2(source, target)
-        env = lmdb.open(target, subdir=False, readonly=True, lock=False, max_dbs=32)
-        try:
-            with env.begin() as txn:
-                cursor = txn.cursor(db=env.open_db(b"crawls", txn=txn, create=False))
-                return [bytes(k).decode() for k in cursor.iternext(values=False)]
-        finally:
-            env.close()
+    """Format 2's URL records moved to their queues' ranges (format 3), then as format 3."""
     middle = target + ".format3"
     try:
         upgrade_file_format_2(source, middle)
-        return _refingerprint(middle, target, version)
+        return _from_format_3(middle, target, version)
     finally:
         Path(middle).unlink(missing_ok=True)
+
+
+def _from_format_3(source: str, target: str, version: int) -> list[str]:
+    """A copy of a file of format 3 with each crawl's indexes written (format 4), then (an
+    older fingerprint version) its URLs at their new fingerprints."""
+    from ..clock import system_clock
+    from ..frontier.reindex import reindex
+    from ..storages import open_file_copy
+    from ..store import Store, migrate_fingerprints
+
+    with Store(open_file_copy(source, target, fingerprint=version, format_from=3),
+               system_clock) as store:  # fmt: skip
+        names = store.crawls()
+        for name in names:
+            reindex(store.frontier(crawl=name).core)
+        if version < FINGERPRINT_VERSION:
+            return migrate_fingerprints(store)
+        return names
 
 
 def _refingerprint(source: str, target: str, version: int) -> list[str]:

@@ -19,7 +19,24 @@ function bytes(n) {
 }
 
 function when(seconds) {
-  return seconds ? new Date(seconds * 1000).toLocaleTimeString() : "–";
+  if (!seconds) return "–";
+  const date = new Date(seconds * 1000);
+  if (isNaN(date.getTime())) return "indefinitely";
+  const today = date.toDateString() === new Date().toDateString();
+  return today ? date.toLocaleTimeString() : date.toLocaleString();
+}
+
+function fillRows(id, rows) {
+  const body = document.querySelector("#" + id + " tbody");
+  body.replaceChildren(...rows.map((cells) => {
+    const tr = document.createElement("tr");
+    for (const text of cells) {
+      const td = document.createElement("td");
+      td.textContent = text;
+      tr.appendChild(td);
+    }
+    return tr;
+  }));
 }
 
 function showError(text) {
@@ -48,18 +65,23 @@ function drawChart(rates) {
 }
 
 function fillQueues(id, rows, until) {
-  const body = document.querySelector("#" + id + " tbody");
-  body.replaceChildren(...rows.map((row) => {
-    const tr = document.createElement("tr");
+  fillRows(id, rows.map((row) => {
     const cells = [row.key, number(row.queued) + " queued", number(row.in_flight) + " in flight"];
-    if (until) cells.push(row.blocked_until ? "until " + when(row.blocked_until) : "paused");
-    for (const text of cells) {
-      const td = document.createElement("td");
-      td.textContent = text;
-      tr.appendChild(td);
-    }
-    return tr;
+    if (until) cells.push("until " + when(row.blocked_until));
+    return cells;
   }));
+}
+
+function fillRecent(recent) {
+  fillRows("failures", recent.failures.map((f) => [when(f.at), f.url,
+    [f.status, f.reason].filter((x) => x !== null).join(" ") || "(none)"]));
+  document.getElementById("failures-none").hidden = recent.failures.length > 0;
+  document.getElementById("window").textContent = number(recent.window);
+  fillRows("reasons", recent.reasons.map((r) => [r.host, r.reason, number(r.count)]));
+  document.getElementById("traps-blocked").textContent = number(recent.traps_blocked);
+  fillRows("traps", recent.traps.map((t) => [t.prefix, t.reason, number(t.refused) + " refused"]));
+  document.getElementById("revisits-due").textContent = number(recent.revisits.due);
+  document.getElementById("revisits-overdue").textContent = number(recent.revisits.overdue);
 }
 
 async function refresh() {
@@ -83,6 +105,7 @@ async function refresh() {
     fillQueues("busiest", queues.busiest, false);
     fillQueues("blocked", queues.blocked, true);
     fillQueues("at_cap", queues.at_cap, false);
+    fillRecent(await read("/api/recent"));
     document.getElementById("updated").textContent = "updated " + when(summary.at);
     showError("");
   } catch (err) {

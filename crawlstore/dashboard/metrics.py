@@ -36,6 +36,13 @@ def exposition(panels: Panels) -> bytes:
             refused = CounterMetricFamily("crawlstore_refused", "pushes refused, by reason",
                                           labels=["crawl", "reason"])  # fmt: skip
             size = GaugeMetricFamily("crawlstore_file_bytes", "the store file's size")
+            revisits = GaugeMetricFamily(
+                "crawlstore_revisits_due",
+                "revisits due in the next hour (overdue ones too)",
+                labels=["crawl"],
+            )
+            traps = GaugeMetricFamily("crawlstore_trap_prefixes_blocked", "URL prefixes at a "
+                                      "trap budget", labels=["crawl"])  # fmt: skip
             for crawl in panels.crawls():
                 summary = panels.summary(crawl)
                 stats = summary["stats"]
@@ -45,12 +52,17 @@ def exposition(panels: Panels) -> bytes:
                     family.add_metric([crawl], stats[name])
                 for reason, n in stats["refused"].items():
                     refused.add_metric([crawl, reason], n)
+                recent = panels.recent(crawl)
+                revisits.add_metric([crawl], recent["revisits"]["due"])
+                traps.add_metric([crawl], recent["traps_blocked"])
                 if summary["store"]["file_bytes"] is not None:
                     size.samples.clear()
                     size.add_metric([], summary["store"]["file_bytes"])
             yield urls
             yield from counters.values()
             yield refused
+            yield revisits
+            yield traps
             if size.samples:
                 yield size
 

@@ -8,11 +8,14 @@ import itertools
 import os
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import InvalidArgument, InvalidSeed
+from ..frontier.indexes import RECENT_FAILURES
+from ..frontier.traps import blocked_prefixes
 from ..store import Store
 
 __all__ = ["HISTORY", "QUEUE_SCAN", "Panels", "UnknownCrawl"]
@@ -21,8 +24,12 @@ __all__ = ["HISTORY", "QUEUE_SCAN", "Panels", "UnknownCrawl"]
 HISTORY = 600.0
 #: Queues a refresh reads at most (a page of the queue listing at a time).
 QUEUE_SCAN = 2000
-#: Queues each queue panel lists.
+#: Queues each queue panel lists (and rows of the other lists).
 SHOWN = 10
+#: Recent failures listed.
+FAILURES_SHOWN = 20
+#: How far ahead the revisits panel counts (seconds).
+REVISITS_AHEAD = 3600.0
 
 
 class UnknownCrawl(LookupError):
@@ -105,6 +112,27 @@ class Panels:
                 "busiest": [_queue(q) for q in busiest], "blocked": [_queue(q) for q in blocked],
                 "at_cap": [_queue(q) for q in full]}  # fmt: skip
 
+    def recent(self, crawl: str) -> dict[str, Any]:
+        """The crawl's recent failures, the commonest failure reasons by host among them, the
+        trap prefixes blocked, and the revisits due in the next hour: each read from an index
+        of its own, in what it shows."""
+        core = self._frontier(crawl).core
+        now = self.store.clock()
+        window = core.recent_failures(limit=RECENT_FAILURES)
+        reasons = Counter((_host(f.url), _label(f.status, f.reason)) for f in window)
+        blocked = sorted(blocked_prefixes(core), key=lambda b: (-b.refused, b.prefix))
+        return {
+            "crawl": crawl,
+            "failures": [asdict(f) for f in window[:FAILURES_SHOWN]],
+            "window": len(window),
+            "reasons": [{"host": host, "reason": label, "count": n} for (host, label), n
+                        in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:SHOWN]],
+            "traps": [asdict(b) for b in blocked[:SHOWN]],
+            "traps_blocked": len(blocked),
+            "revisits": {"overdue": core.revisits_due(now), "until": now + REVISITS_AHEAD,
+                         "due": core.revisits_due(now + REVISITS_AHEAD)},
+        }  # fmt: skip
+
     def url(self, crawl: str, url: str) -> dict[str, Any]:
         """The ``url`` view of one URL: its state, queue, last outcome, seed."""
         try:
@@ -129,6 +157,15 @@ class Panels:
 def _stats(raw: dict[str, Any]) -> dict[str, Any]:
     raw["refused"] = dict(raw.get("refused", {}))
     return raw
+
+
+def _host(url: str) -> str:
+    return urlsplit(url).hostname or url
+
+
+def _label(status: int | None, reason: str | None) -> str:
+    """A failure's status and reason as one label (``(none)`` when it was given neither)."""
+    return " ".join(str(part) for part in (status, reason) if part is not None) or "(none)"
 
 
 def _cap(q: Any, crawl_cap: Any) -> float:

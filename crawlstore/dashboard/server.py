@@ -96,6 +96,8 @@ class Dashboard:
                 return _json(self.panels.summary(crawl))
             if path == "/api/queues":
                 return _json(self.panels.queues(crawl))
+            if path == "/api/recent":
+                return _json(self.panels.recent(crawl))
             if path == "/api/url":
                 return _json(self.panels.url(crawl, query.get("url", "")))
             return _json({"error": f"no such page: {path}"}, 404)

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar, cast
 from ..clock import Clock
 from ..errors import CorruptRecord, InvalidArgument, NotInFlight, PolicyConflict
 from ..seed import Lease, Seed
-from . import listing, partitioned, spi
+from . import indexes, listing, partitioned, spi
 from .base import FrontierCore
 from .crawlstate import CrawlState
 from .holders import REMOTE, process_alive, this_process
@@ -49,6 +49,7 @@ from .protocol import (
     Pop,
     Ready,
     Reason,
+    RecentFailure,
     Report,
     Reschedule,
     SeedReport,
@@ -767,6 +768,7 @@ class CoreFrontier(FrontierCore):
                 revisit = url.kind == REVISIT
                 q.scheduled -= 1
                 q.revisits -= revisit
+                indexes.count_revisit(storage, crawl, q, url, -1)
                 self._enqueue(crawl, q, url, 0)
                 self._count(crawl, None, scheduled=-1, revisits=-revisit, queued=1)
             q.due_at = storage.next_due(crawl, q)
@@ -894,8 +896,10 @@ class CoreFrontier(FrontierCore):
             status = getattr(report, "status", None)
             reason = getattr(report, "reason", None)
             url.state, url.where, url.kind = state, None, None
-            url.outcome = Visit(now, status, reason, state)
+            url.outcome = visit = Visit(now, status, reason, state)
             self.storage.save_url(crawl, q, url)
+            if state == spi.FAILED:
+                indexes.note_failure(self.storage, crawl, q, report.seed.url, visit)
             deltas.update(dict.fromkeys(names, 1))
             deltas[spi.FINISHED[state]] = 1
         elif isinstance(report, Cancelled):
@@ -930,6 +934,7 @@ class CoreFrontier(FrontierCore):
         self.storage.schedule(crawl, q, slot, url.fp)
         url.state, url.queue, url.kind = SCHEDULED, q.key, kind
         self.storage.save_url(crawl, q, url)
+        indexes.count_revisit(self.storage, crawl, q, url, 1)
         revisit = kind == REVISIT
         q.scheduled += 1
         q.revisits += revisit
@@ -948,6 +953,7 @@ class CoreFrontier(FrontierCore):
         elif url.state == SCHEDULED:
             slot = url.slot
             self.storage.unschedule(crawl, q, slot)
+            indexes.count_revisit(self.storage, crawl, q, url, -1)
             if q.due_at is not None and slot.at <= q.due_at:
                 q.due_at = self.storage.next_due(crawl, q)  # it was the earliest
             revisit = url.kind == REVISIT
@@ -1054,6 +1060,30 @@ class CoreFrontier(FrontierCore):
         """A facade's key/value state, kept by the storage (the crawl is created by its first
         write)."""
         return CrawlState(self, namespace)
+
+    def recent_failures(self, limit: int = 20) -> list[RecentFailure]:
+        """The crawl's newest visits that failed for good, newest first: up to ``limit`` of
+        the last ``indexes.RECENT_FAILURES`` or so (each partition keeps its share). A read of
+        what it returns, whatever the crawl holds."""
+        check_limit(limit)
+
+        def read() -> list[spi.Failure]:
+            crawl = self.existing_crawl()
+            return self.storage.failures(crawl, limit) if crawl is not None and limit else []
+
+        return [RecentFailure(f.at, f.url, f.queue, f.status, f.reason)
+                for f in self._view(read)]  # fmt: skip
+
+    def revisits_due(self, until: float) -> int:
+        """How many revisits are due by ``until`` (epoch seconds; those overdue included),
+        counted by the minute: every revisit of the minute that holds ``until`` too."""
+        check_time("until", until)
+
+        def read() -> int:
+            crawl = self.existing_crawl()
+            return self.storage.revisits_due(crawl, until) if crawl is not None else 0
+
+        return self._view(read)
 
     def stats(self) -> Stats:
         def totals() -> dict[str, int]:

@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import InvalidArgument, InvalidSeed, InvalidSnapshot
 from ..seed import Seed
-from . import spi
+from . import indexes, spi
 from .crawlstate import pack_state, unpack_state
 from .places import place_sequence, queue_place
 from .policy import CrawlPolicy, check_cap, check_delay
 from .protocol import check_limit, check_namespace
 from .spi import CrawlRecord, QueueRecord, UrlRecord
+from .traps import moved_state
 
 if TYPE_CHECKING:
     from .core import CoreFrontier
@@ -340,9 +341,8 @@ def _load(
             elif kind == "url":
                 _load_url(core, crawl, queues, record)
             else:
-                namespace = check_namespace(record["namespace"])
-                storage.state_put(crawl, namespace, record["key"],
-                                  pack_state(record["key"], record["value"]))  # fmt: skip
+                namespace, key = moved_state(check_namespace(record["namespace"]), record["key"])
+                storage.state_put(crawl, namespace, key, pack_state(key, record["value"]))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
             InvalidArgument, InvalidSeed) as exc:  # fmt: skip
         raise malformed(exc, place) from None
@@ -391,6 +391,9 @@ def _load_url(
     elif state not in (spi.DONE, spi.FAILED, spi.SKIPPED):
         raise ValueError(f"an unknown URL state: {state!r}")
     storage.save_url(crawl, q, url)
+    indexes.count_revisit(storage, crawl, q, url, 1)
+    if outcome is not None and outcome.state == spi.FAILED:
+        indexes.note_failure(storage, crawl, q, seed.url, outcome)
 
 
 def _outcome(record: Any) -> spi.Visit | None:

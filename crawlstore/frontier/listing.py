@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..errors import InvalidArgument
 from ..seed import Seed
 from ..url import Fingerprint
-from . import spi
+from . import indexes, spi
 from .policy import check_cap, check_delay
 from .protocol import (
     OUTCOMES,
@@ -114,6 +114,7 @@ def delete_queue(core: CoreFrontier, key: str) -> int:
         finished = {name: -q.counts.get(name, 0) for name in spi.FINISHED.values()}
         core.unit(crawl).count(None, queued=-q.queued, in_flight=-q.in_flight,
                     scheduled=-q.scheduled, revisits=-q.revisits, **finished)  # fmt: skip
+        indexes.uncount_queue(core.storage, crawl, q)
         return core.storage.delete_queue(crawl, q)
 
     return core.run_on(_write, key=key, create=False)

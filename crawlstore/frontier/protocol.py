@@ -29,6 +29,7 @@ __all__ = [
     "QueueInfo",
     "Ready",
     "Reason",
+    "RecentFailure",
     "Report",
     "Reschedule",
     "Retry",
@@ -306,6 +307,18 @@ class LastOutcome:
 
     at: float
     state: str
+    status: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecentFailure:
+    """A visit that failed for good, among the crawl's recent failures: when, the URL and its
+    queue, the status code and reason reported."""
+
+    at: float
+    url: str
+    queue: str
     status: int | None = None
     reason: str | None = None
 

@@ -20,7 +20,7 @@ from ..errors import CorruptRecord
 from ..seed import Seed
 from ..url import Fingerprint
 from ..validators import Validators
-from . import spi
+from . import indexes, spi
 from .spi import IN_FLIGHT, QUEUED, SCHEDULED, CrawlRecord, QueueRecord, UrlRecord
 
 if TYPE_CHECKING:
@@ -103,6 +103,8 @@ def _move(core: CoreFrontier, crawl: CrawlRecord, q: QueueRecord, url: UrlRecord
     moved = UrlRecord(new, seed.with_lease(None), url.state, url.queue, url.where, url.created,
                       url.outcome, url.kind)  # fmt: skip
     storage.save_url(crawl, q, moved)
+    indexes.count_revisit(storage, crawl, q, url, -1)
+    indexes.count_revisit(storage, crawl, q, moved, 1)
 
 
 class _Seen(Protocol):

@@ -35,10 +35,12 @@ _PACK = msgpack.Packer(use_bin_type=True).pack
 __all__ = [
     "ACTIVE",
     "QUEUE_FIELDS",
+    "REVISIT_SLOT",
     "Capabilities",
     "CrawlRecord",
     "Durability",
     "Entry",
+    "Failure",
     "Inboxes",
     "LeaseRecord",
     "Partitioned",
@@ -105,6 +107,22 @@ class Visit(NamedTuple):
     status: int | None
     reason: str | None
     state: str
+
+
+class Failure(NamedTuple):
+    """A visit that failed for good, as a crawl's index of recent failures keeps it: when, the
+    queue and URL, the status code and reason reported."""
+
+    at: float
+    queue: str
+    url: str
+    status: int | None
+    reason: str | None
+
+
+#: Seconds of a slot of a crawl's index of revisits by when they fall due (``revisits_due``
+#: counts whole slots).
+REVISIT_SLOT = 60
 
 
 class Durability(str, enum.Enum):
@@ -582,6 +600,26 @@ class Storage(Protocol):
 
     def iter_urls(self, crawl: CrawlRecord, queue: QueueRecord | None) -> Iterator[UrlRecord]:
         """Every URL of the crawl, or of one queue, in fingerprint order (inside ``read``)."""
+
+    # -- bounded indexes of what happened, read in what they show -------------------------------
+
+    def note_failure(self, crawl: CrawlRecord, queue: QueueRecord, failure: Failure,
+                     keep: int) -> None:  # fmt: skip
+        """Keep ``failure``, of ``queue``, among the newest ``keep`` of the queue's partition
+        (by ``at``, to the millisecond): the oldest one beyond ``keep`` goes. It costs a few
+        keys' writes, whatever the crawl holds."""
+
+    def failures(self, crawl: CrawlRecord, limit: int) -> list[Failure]:
+        """The newest ``limit`` failures kept, newest first (each partition's, merged)."""
+
+    def count_revisit(self, crawl: CrawlRecord, queue: QueueRecord, fp: bytes, at: float,
+                      n: int) -> None:  # fmt: skip
+        """Count (``n`` 1) a revisit of ``fp`` scheduled at ``at`` in ``queue``, or take it out
+        of the count (-1) when it leaves the schedule."""
+
+    def revisits_due(self, crawl: CrawlRecord, until: float) -> int:
+        """The revisits counted in every ``REVISIT_SLOT`` up to the one holding ``until``
+        (those overdue too), every partition's: a read of the slots it counts."""
 
 
 class Partitioned(Storage, Protocol):

@@ -23,11 +23,14 @@ from .base import Frontier, register_facades
 from .facades import Facade
 from .protocol import Admission, Ready, Reason, Skipped, check_seed, check_seeds
 
-__all__ = ["AvoidTraps", "BlockedPrefix", "TrapPolicy", "is_opaque", "url_shape"]
+__all__ = ["BLOCKED_NAMESPACE", "AvoidTraps", "BlockedPrefix", "TrapPolicy", "blocked_prefixes",
+           "is_opaque", "move_blocked", "moved_state", "url_shape"]  # fmt: skip
 
 log = logging.getLogger("crawlstore.traps")
 
 _NAMESPACE = "traps"
+#: The blocked prefixes, apart from the counts of the others: read whole by ``blocked()``.
+BLOCKED_NAMESPACE = "traps.blocked"
 _REFUSED = "\x00refused"
 
 
@@ -150,6 +153,7 @@ class AvoidTraps(Facade):
         self.policy = policy or TrapPolicy()
         self._limits = self.policy.limits()
         self._traps = self.core.state(_NAMESPACE)
+        self._blocked = self.core.state(BLOCKED_NAMESPACE)
         self._logged: set[str] = set()
 
     # -- admission ------------------------------------------------------------------------------
@@ -188,7 +192,7 @@ class AvoidTraps(Facade):
         return reason
 
     def _block(self, prefix: str, reason: str, urls: int) -> None:
-        self._traps[f"{prefix}\x00b"] = [reason, urls, 0]
+        self._blocked[prefix] = [reason, urls, 0]
         self._traps.pop(prefix, None)
         for key in [k for k in self._traps if k.startswith(f"{prefix}\x00d")]:
             del self._traps[key]
@@ -198,18 +202,17 @@ class AvoidTraps(Facade):
 
     def _refused(self, prefix: str) -> None:
         self._traps[_REFUSED] = self._traps.get(_REFUSED, 0) + 1
-        key = f"{prefix}\x00b"
-        blocked = self._traps.get(key)
+        blocked = self._blocked.get(prefix)
         if blocked is not None:
             blocked[2] += 1
-            self._traps[key] = blocked
+            self._blocked[prefix] = blocked
 
     def push(self, seed: Seed) -> Admission:
         check_seed(seed)
         shape = url_shape(seed.url)
 
         def push() -> Admission:
-            if f"{shape.prefix}\x00b" not in self._traps:
+            if shape.prefix not in self._blocked:
                 urls = (self._traps.get(shape.prefix) or {}).get("urls", 0)
                 reason = self._over(shape, seed)
                 if reason is None:
@@ -230,7 +233,7 @@ class AvoidTraps(Facade):
 
     def _taken_back(self, ready: Ready) -> bool:
         prefix = url_shape(ready.seed.url).prefix
-        if f"{prefix}\x00b" not in self._traps:
+        if prefix not in self._blocked:
             return False
 
         def skip() -> None:
@@ -248,23 +251,43 @@ class AvoidTraps(Facade):
 
     def blocked(self) -> list[BlockedPrefix]:
         """The blocked prefixes with their reasons and counts."""
-        out = []
-        for key in list(self._traps):
-            if key.endswith("\x00b"):
-                reason, urls, refused = self._traps[key]
-                out.append(BlockedPrefix(key[:-2], reason, urls, refused))
-        return sorted(out, key=lambda b: b.prefix)
+        return blocked_prefixes(self.core)
 
     def unblock(self, prefix: str) -> bool:
         """Let a prefix through again, with fresh budgets; False when it was not blocked."""
 
         def unblock() -> bool:
-            if self._traps.pop(f"{prefix}\x00b", None) is None:
+            if self._blocked.pop(prefix, None) is None:
                 return False
             self._logged.discard(prefix)
             return True
 
         return self.inner.atomic(unblock)
+
+
+def blocked_prefixes(core: Any) -> list[BlockedPrefix]:
+    """The crawl's blocked prefixes with their reasons and counts, in prefix order (a read of
+    them only, whatever the crawl's other prefixes hold)."""
+    blocked = core.state(BLOCKED_NAMESPACE)
+    return [BlockedPrefix(prefix, *blocked[prefix]) for prefix in sorted(blocked)]
+
+
+def moved_state(namespace: str, key: str) -> tuple[str, str]:
+    """Where a facade state entry goes in this layout: a blocked prefix that an older one kept
+    among the trap counts (``prefix NUL b``) goes to ``BLOCKED_NAMESPACE``, the rest stays."""
+    if namespace == _NAMESPACE and key.endswith("\x00b"):
+        return BLOCKED_NAMESPACE, key[:-2]
+    return namespace, key
+
+
+def move_blocked(core: Any) -> int:
+    """Move the blocked prefixes a crawl of an older layout kept among its trap counts to
+    their own namespace (``moved_state``); how many."""
+    traps, blocked = core.state(_NAMESPACE), core.state(BLOCKED_NAMESPACE)
+    old = [key for key in traps if moved_state(_NAMESPACE, key)[0] != _NAMESPACE]
+    for key in old:
+        blocked[moved_state(_NAMESPACE, key)[1]] = traps.pop(key)
+    return len(old)
 
 
 def _bloom_add(bits: bytearray, digest: bytes) -> bool:

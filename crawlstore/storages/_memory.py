@@ -6,6 +6,7 @@ flow's journal (``crawlstore.journal``): a transaction that raises leaves no tra
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import heapq
 import os
@@ -20,6 +21,7 @@ from ..frontier.spi import (
     Capabilities,
     CrawlRecord,
     Entry,
+    Failure,
     LeaseRecord,
     QueueRecord,
     Slot,
@@ -28,6 +30,7 @@ from ..frontier.spi import (
     enqueue_each,
     tend_at,
 )
+from ._records import failure_key, revisit_slot
 
 __all__ = ["MemoryStorage"]
 
@@ -58,6 +61,10 @@ class _Crawl:
         self.urls: dict[bytes, UrlRecord] = {}
         self.queue_urls: dict[str, set[bytes]] = {}
         self.states: dict[str, dict[str, bytes]] = {}
+        #: The recent failures, by ``failure_key``, oldest first; revisits by their slot.
+        self.failures: dict[bytes, Failure] = {}
+        self.failure_order: list[bytes] = []
+        self.revisit_slots: Counter[int] = Counter()
 
 
 _E = TypeVar("_E", bound=tuple[Any, ...])
@@ -593,6 +600,48 @@ class MemoryStorage:
             url = data.urls.get(fp)
             if url is not None:
                 yield url.copy()
+
+    # -- bounded indexes ------------------------------------------------------------------------
+
+    def note_failure(self, crawl: CrawlRecord, queue: QueueRecord, failure: Failure,
+                     keep: int) -> None:  # fmt: skip
+        data: _Crawl = crawl.ref
+        ring, order, key = data.failures, data.failure_order, failure_key(failure)
+        old = ring.get(key)
+        if old is None:
+            bisect.insort(order, key)
+        ring[key] = failure
+        gone = [(k, ring.pop(k)) for k in order[: max(0, len(order) - keep)]]
+        del order[: len(gone)]
+
+        def undo() -> None:
+            for k, was in gone:
+                bisect.insort(order, k)
+                ring[k] = was
+            if old is None:
+                order.remove(key)
+                del ring[key]
+            else:
+                ring[key] = old
+
+        self._undo(undo)
+
+    def failures(self, crawl: CrawlRecord, limit: int) -> list[Failure]:
+        data: _Crawl = crawl.ref
+        return [data.failures[key] for key in reversed(data.failure_order[-limit:])]
+
+    def count_revisit(self, crawl: CrawlRecord, queue: QueueRecord, fp: bytes, at: float,
+                      n: int) -> None:  # fmt: skip
+        slots: Counter[int] = crawl.ref.revisit_slots
+        slot = revisit_slot(at)
+        slots[slot] += n
+        if not slots[slot]:
+            del slots[slot]
+        self._undo(lambda: slots.update({slot: -n}))
+
+    def revisits_due(self, crawl: CrawlRecord, until: float) -> int:
+        last = revisit_slot(until)
+        return sum(n for slot, n in crawl.ref.revisit_slots.items() if slot <= last)
 
 
 def _push_all(heap: list[Any], entries: list[Any]) -> None:

@@ -35,6 +35,7 @@ from ..frontier.spi import (
     CrawlRecord,
     Durability,
     Entry,
+    Failure,
     LeaseRecord,
     Post,
     QueueRecord,
@@ -46,6 +47,7 @@ from ..frontier.spi import (
 from ..url import FINGERPRINT_VERSION
 from ._memory import MemoryStorage
 from ._partitioned_views import MemoryViews, ViewsOf
+from ._records import failure_key
 
 __all__ = ["PartitionedMemoryStorage"]
 
@@ -651,3 +653,24 @@ class PartitionedMemoryStorage:
         parts = self._data(crawl).parts
         return heapq.merge(*(self._parts[p].iter_urls(parts[p], None) for p in self._scoped()),
                            key=lambda u: u.fp)  # fmt: skip
+
+    # -- bounded indexes: each partition's, merged --------------------------------------------
+
+    def note_failure(self, crawl: CrawlRecord, queue: QueueRecord, failure: Failure,
+                     keep: int) -> None:  # fmt: skip
+        part, record = self._queue_part(crawl, queue.key, write=True)
+        part.note_failure(record, queue, failure, keep)
+
+    def failures(self, crawl: CrawlRecord, limit: int) -> list[Failure]:
+        parts = self._data(crawl).parts
+        found = [self._parts[p].failures(parts[p], limit) for p in self._scoped()]
+        return heapq.nlargest(limit, itertools.chain(*found), key=failure_key)
+
+    def count_revisit(self, crawl: CrawlRecord, queue: QueueRecord, fp: bytes, at: float,
+                      n: int) -> None:  # fmt: skip
+        part, record = self._queue_part(crawl, queue.key, write=True)
+        part.count_revisit(record, queue, fp, at, n)
+
+    def revisits_due(self, crawl: CrawlRecord, until: float) -> int:
+        parts = self._data(crawl).parts
+        return sum(self._parts[p].revisits_due(parts[p], until) for p in self._scoped())

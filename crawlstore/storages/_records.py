@@ -18,16 +18,19 @@ from ..frontier.spi import (
     FAILED,
     IN_FLIGHT,
     QUEUED,
+    REVISIT_SLOT,
     SCHEDULED,
     SKIPPED,
     Entry,
+    Failure,
     Slot,
     UrlRecord,
     Visit,
 )
 from ..url import Fingerprint
 
-__all__ = ["ORDER", "U64_MAX", "decode_url", "encode_url", "ms_up", "pack", "unpack"]
+__all__ = ["ORDER", "U64_MAX", "decode_failure", "decode_url", "encode_failure", "encode_url",
+           "failure_key", "ms_up", "pack", "revisit_slot", "unpack"]  # fmt: skip
 
 #: A queue entry's place: rank (u32), class (u8), sequence (u64), big-endian so that byte order
 #: is the order entries leave their queue in.
@@ -97,3 +100,32 @@ def decode_url(fp: bytes, raw: bytes, key: bytes) -> UrlRecord:
         raise
     except (TypeError, ValueError, IndexError) as exc:
         raise CorruptRecord(f"urls record {key.hex()} is malformed: {exc!r}") from None
+
+
+def revisit_slot(at: float) -> int:
+    """The ``REVISIT_SLOT`` a revisit due at ``at`` is counted in (a number that grows with
+    time, from 0)."""
+    return ms_up(at) // (REVISIT_SLOT * 1000)
+
+
+def failure_key(failure: Failure) -> bytes:
+    """Where a failure is in its partition's ring: its time (ms, u64) and its URL, so that byte
+    order is the order of their times and the oldest goes first."""
+    return struct.pack(">Q", ms_up(failure.at)) + failure.url.encode("utf-8", "surrogatepass")
+
+
+def encode_failure(failure: Failure) -> bytes:
+    return pack(list(failure))
+
+
+def decode_failure(raw: bytes | memoryview, key: bytes | memoryview = b"") -> Failure:
+    """A failure of a ring, as ``encode_failure`` wrote it."""
+    record = unpack("failures", key, raw)
+    try:
+        at, queue, url, status, reason = record
+        if not (isinstance(queue, str) and isinstance(url, str)):
+            raise ValueError(f"queue {queue!r}, url {url!r}")
+        return Failure(float(at), queue, url, status, reason)
+    except (TypeError, ValueError) as exc:
+        raise CorruptRecord(f"failures record {bytes(key).hex()} is not a failure: "
+                            f"{record!r:.100} ({exc})") from None  # fmt: skip

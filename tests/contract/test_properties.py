@@ -40,6 +40,7 @@ from crawlstore.frontier.core import CoreFrontier
 from crawlstore.frontier.traps import TrapPolicy
 from crawlstore.revisit import RevisitTags, revisit
 from crawlstore.storages._partitioned import PartitionedMemoryStorage
+from crawlstore.storages._records import revisit_slot
 
 
 @given(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=60))
@@ -477,6 +478,17 @@ class CoreMachine(RuleBasedStateMachine):
         assert len(self.f) == stats.queued + stats.in_flight + stats.scheduled
         for name in ("admitted", "done", "failed", "retried", "cancelled", "skipped"):
             assert getattr(stats, name) == self.m.counts.get(name, 0), name
+
+    @invariant()
+    def revisits_counted_by_minute(self) -> None:
+        """The index of revisits by the minute they fall due counts the model's: overdue and
+        due this minute, and all of them."""
+        now = self.clock()
+        core = self.f.core
+        revisits = [u.due for u in self.m.urls.values() if u.state == "scheduled" and u.revisit]
+        assert core.revisits_due(now + 1e6) == len(revisits)
+        due = sum(revisit_slot(at) <= revisit_slot(now + 60) for at in revisits)
+        assert core.revisits_due(now + 60) == due
 
     @invariant()
     def every_url_where_the_model_has_it(self) -> None:

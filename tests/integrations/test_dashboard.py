@@ -11,6 +11,7 @@ import socket
 import subprocess
 import urllib.error
 import urllib.request
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from cli_helpers import COMMAND, cli
 from crawlstore import Done, Failed, ManualClock, Seed, Store
 from crawlstore.cli.dashboard import _loopback
 from crawlstore.dashboard import Dashboard
+from crawlstore.frontier.traps import TrapPolicy
 
 T0 = 1_800_000_000.0
 
@@ -63,7 +65,7 @@ def test_the_panels_say_what_the_store_holds(path: Path) -> None:
         assert get(board, "/api/crawls")[1] == {"crawls": ["other", "web"], "shown": "web"}
         status, summary = get(board, "/api/summary")
         assert status == 200 and summary["stats"] == stats
-        assert summary["store"]["format"] == 3 and summary["store"]["file_bytes"] > 0
+        assert summary["store"]["format"] == 4 and summary["store"]["file_bytes"] > 0
         queues = get(board, "/api/queues")[1]
         assert queues["scanned"] == 5 and queues["complete"]
         assert [q["key"] for q in queues["blocked"]] == ["h4.test"]
@@ -84,6 +86,46 @@ def test_the_panels_say_what_the_store_holds(path: Path) -> None:
         assert '<option value="web" selected>web</option>' in page
         assert "/static/dashboard.js" in page and "http" not in page.split("<body")[0][50:]
         assert "refresh" in get(board, "/static/dashboard.js")[1]
+
+
+def test_recent_failures_reasons_traps_and_revisits(tmp_path: Path) -> None:
+    """The panels read from the crawl's indexes: the newest failures, the commonest reasons by
+    host among them, the prefixes at a trap budget, the revisits due within the hour."""
+    path = tmp_path / "recent.lmdb"
+    clock = ManualClock(T0)
+    with Store.open(path, clock=clock) as store:
+        f = store.frontier(crawl="web", queues="host", delay=0, max_in_flight=None)
+        f.push_many([Seed.get(f"https://h{i % 2}.test/{i}") for i in range(8)])
+        for i, held in enumerate(f.pop_many(8)):
+            clock.advance(1)
+            if i < 6:
+                reason = ("timeout", None) if i % 3 else (None, 503)
+                f.report(Failed(held.seed, reason=reason[0], status=reason[1]))
+            else:
+                f.report(Done(held.seed, status=200))
+                f.core.schedule(held.seed, T0 + 1200 * (i - 5), kind="revisit")
+        traps = f.avoid_traps_with(TrapPolicy(max_urls=1))
+        traps.push_many([Seed.get(f"https://h0.test/cal/{i}") for i in range(4)])
+        clock.advance(1)
+        failed = [(u.url, u.outcome) for u in f.urls(state="failed", limit=10)]
+    with Dashboard(str(path), crawl="web").start() as board:
+        board.store.clock = clock  # (the revisits are counted from the store's clock)
+        recent = get(board, "/api/recent")[1]
+        metrics = get(board, "/metrics")[1]
+    assert 'crawlstore_revisits_due{crawl="web"} 2.0' in metrics
+    assert 'crawlstore_trap_prefixes_blocked{crawl="web"} 1.0' in metrics
+    assert recent["window"] == 6 and len(recent["failures"]) == 6
+    assert [x["at"] for x in recent["failures"]] == [T0 + 6 - i for i in range(6)]
+    assert {(x["url"], x["status"], x["reason"]) for x in recent["failures"]} == {
+        (url, o.status, o.reason) for url, o in failed if o is not None}  # fmt: skip
+    labels = Counter((url.split("/")[2], str(o.status or o.reason)) for url, o in failed if o)
+    assert [(r["host"], r["reason"], r["count"]) for r in recent["reasons"]] == sorted(
+        ((host, label, n) for (host, label), n in labels.items()), key=lambda r: (-r[2], r)
+    )
+    assert sum(labels.values()) == 6 and len(labels) > 1
+    assert recent["traps_blocked"] == 1
+    assert [(t["prefix"], t["refused"]) for t in recent["traps"]] == [("https://h0.test/cal/", 3)]
+    assert recent["revisits"] == {"overdue": 0, "until": T0 + 9 + 3600, "due": 2}
 
 
 def test_the_pages_a_second_grow_from_successive_reads(path: Path) -> None:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 from cli_helpers import COMMAND, cli
 
-from crawlstore import Store
+from crawlstore import Failed, Seed, Store
 from crawlstore.dashboard import Dashboard
 from crawlstore.demo.site import DemoSite
 
@@ -146,6 +146,29 @@ def test_a_stopped_crawl_shows_the_totals_of_stats(
                  for c in browser.find_elements(By.CSS_SELECTOR, "[data-stat]")}  # fmt: skip
     assert shown == {k: f"{crawl['stats'][k]:,}" for k in shown}
     assert name in cell(browser, "#crawl")
+
+
+def test_the_recent_failures_and_revisits(browser: Any, tmp_path: Path) -> None:
+    store = tmp_path / "failing.lmdb"
+    with Store.open(store) as s:
+        f = s.frontier(crawl="failing", delay=0)
+        f.push_many([Seed.get(f"https://a.test/{i}") for i in range(3)])
+        for i, held in enumerate(f.pop_many(3)):
+            f.report(Failed(held.seed, status=404 + i, reason="not found"))
+        f.core.schedule(Seed.get("https://a.test/0"), time.time() + 600, kind="revisit")
+    with Dashboard(str(store)).start() as board:
+        browser.get(board.url)
+        WebDriverWait(browser, PATIENCE).until(lambda d: cell(d, "#revisits-due") != EMPTY)
+        recent = board.panels.recent("failing")
+        rows = browser.find_elements(By.CSS_SELECTOR, "#failures tbody tr")
+        shown = [[td.text for td in row.find_elements(By.TAG_NAME, "td")][1:] for row in rows]
+        assert shown == [[x["url"], f"{x['status']} not found"] for x in recent["failures"]]
+        assert len(shown) == 3 and cell(browser, "#revisits-due") == "1"
+        reasons = browser.find_elements(By.CSS_SELECTOR, "#reasons tbody tr")
+        assert [r.text for r in reasons] == ["a.test 404 not found 1", "a.test 405 not found 1",
+                                             "a.test 406 not found 1"]  # fmt: skip
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
 
 
 def lookup(browser: Any, url: str) -> None:

@@ -36,7 +36,7 @@ def test_a_read_only_open_refuses_and_names_the_command(old: Path) -> None:
 def test_a_writable_open_migrates_and_keeps_the_old_file(old: Path) -> None:
     before = digest(old)
     with Store.open(old) as store:
-        assert store.meta["format"] == FORMAT_VERSION == 3
+        assert store.meta["format"] == FORMAT_VERSION == 4
         assert sorted(store.crawls()) == ["default", "other"]
         main, other = store.frontier(), store.frontier(crawl="other")
         stats = main.stats()
@@ -69,7 +69,7 @@ def test_the_migrate_command(old: Path) -> None:
     again = subprocess.run([sys.executable, "-m", "crawlstore", "migrate", str(old)],
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert (again.returncode, again.stderr) == (0, "")  # nothing to do is not an error
-    assert again.stdout == (f"{old}: in the current format already (format 3, fingerprint "
+    assert again.stdout == (f"{old}: in the current format already (format 4, fingerprint "
                             "version 2): nothing to migrate, nothing changed\n")  # fmt: skip
     assert digest(old) == before and sorted(old.parent.iterdir()) == files  # no copy kept
 

@@ -51,7 +51,7 @@ def test_a_read_only_open_refuses_it(old: Path) -> None:
 def test_a_writable_open_migrates_it_losing_nothing(old: Path) -> None:
     before = digest(old)
     with Store.open(old) as store:
-        assert store.meta["format"] == FORMAT_VERSION == 3
+        assert store.meta["format"] == FORMAT_VERSION == 4
     assert digest(old.with_name("old.lmdb.v2")) == before  # the old file, kept beside it
     assert verify(old) == []
     with Store.open(old, readonly=True) as store:
@@ -123,12 +123,14 @@ def test_a_migration_in_small_transactions_places_the_same(
     monkeypatch.setattr(upgrade, "_CHUNK", 3)  # records of a crawl across many transactions
     chunked = tmp_path / "chunked.lmdb"
     upgrade.upgrade_format_2(str(old), str(chunked))
-    assert verify(chunked) == [] and verify(whole) == []
-    for crawl in ("default", "other"):
-        assert _export(chunked, crawl) == _export(whole, crawl)
     env = lmdb.open(str(chunked), subdir=False, readonly=True, lock=False, max_dbs=32)
     try:
         with env.begin() as txn:
             assert txn.get(b"upgrading") is None  # the scratch table is gone
     finally:
         env.close()
+    for path in (whole, chunked):  # format 3, then on to this crawlstore's
+        Store.open(path).close()
+    assert verify(chunked) == [] and verify(whole) == []
+    for crawl in ("default", "other"):
+        assert _export(chunked, crawl) == _export(whole, crawl)

@@ -39,7 +39,7 @@ from .registry import registry, registry_lock
 __all__ = ["FORMAT_VERSION", "Durability", "Engine", "WriteContext"]
 
 #: The layout of every record and key in the file; bumped on any incompatible change.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 APP = "crawlstore"
 
 #: Named databases and their flags. Keys start with a 4-byte crawl id wherever crawls differ.
@@ -63,6 +63,8 @@ DATABASES: dict[str, dict[str, Any]] = {
     "bloom": {},  # crawl, kind, chunk -> bits
     "validators": {},  # crawl, fp -> msgpack [etag, last_modified, stored_at]
     "state": {},  # crawl, namespace NUL key -> msgpack
+    "failures": {},  # crawl -> count; crawl, ms, URL digest -> msgpack failure: a ring
+    "revisits": {},  # crawl, slot -> count of revisits due in it
 }
 
 #: Free map space kept ahead of every write transaction (see ``Engine._grow_early``).

@@ -3,11 +3,14 @@
 
 The old file is read (in a child process: a damaged file can abort LMDB, never the caller),
 a new file is written beside it, and the new file is renamed into place; the old one stays
-beside it as ``PATH.v1`` (format 1), ``PATH.v2`` (format 2) or ``PATH.fp1`` (fingerprint
-version 1). Nothing is changed when any step fails.
+beside it as ``PATH.v1`` (format 1), ``PATH.v2``, ``PATH.v3`` (formats 2 and 3) or ``PATH.fp1``
+(fingerprint version 1). Nothing is changed when any step fails.
 
-Format 2: its URL records move to their queues' key ranges (``upgrade.py``), then, when it
-holds an older fingerprint version, to their new fingerprints.
+Format 2: its URL records move to their queues' key ranges (``upgrade.py``), then as format 3.
+
+Format 3: its crawls' bounded indexes (recent failures, revisits by the minute, blocked trap
+prefixes apart) are written from their records, then, when it holds an older fingerprint
+version, its URLs move to their new fingerprints.
 
 An older fingerprint version (the canonical form changed): a copy of the file whose URLs move
 to their new fingerprints (``frontier/refingerprint.py``), each crawl in one transaction, the
@@ -88,10 +91,10 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 
 def _kept_suffix(path: Path) -> str:
-    """Where the old file stays: ``.v1`` for format 1 (``.v2`` for 2), ``.fp1`` for fingerprint
-    version 1."""
+    """Where the old file stays: ``.v1`` for format 1 (``.v2``, ``.v3`` for 2 and 3), ``.fp1``
+    for fingerprint version 1."""
     meta = read_meta(path)
-    if meta.get("format") in (1, 2):
+    if meta.get("format") in (1, 2, 3):
         return f".v{meta['format']}"
     if meta.get("fingerprint", FINGERPRINT_VERSION) >= FINGERPRINT_VERSION:
         raise StoreError(f"{path} has this crawlstore's format and fingerprint version: "

@@ -11,8 +11,9 @@ import lmdb
 
 from ...errors import InvalidArgument
 from ...frontier.spi import Durability
-from .engine import Engine
+from .engine import FORMAT_VERSION, Engine
 from .storage import LmdbStorage
+from .upgrade import mark_format
 
 __all__ = ["open_file", "open_file_copy"]
 
@@ -49,14 +50,19 @@ def open_file(path: str | os.PathLike[str], *, durability: Durability, readonly:
     return LmdbStorage(engine)
 
 
-def open_file_copy(source: str, target: str, *, fingerprint: int) -> LmdbStorage:
+def open_file_copy(source: str, target: str, *, fingerprint: int,
+                   format_from: int | None = None) -> LmdbStorage:  # fmt: skip
     """A compacted copy of the file at ``source``, opened at ``target`` (for this process only)
-    at the fingerprint version it holds: for a migration to move its URLs."""
+    at the fingerprint version it holds: for a migration to move its URLs. ``format_from``:
+    the copy is of that older format, whose layout this one only adds tables to, and is
+    marked with this format for the migration to write what they hold."""
     env = lmdb.open(source, subdir=False, readonly=True, lock=False, max_dbs=32)
     try:
         env.copy(target, compact=True)
     finally:
         env.close()
+    if format_from is not None:
+        mark_format(target, format_from, FORMAT_VERSION)
     engine = Engine(Path(target), durability=Durability.SAFE, readonly=False,
                     map_size=Path(source).stat().st_size * 2 + 2**20, max_map_size=2**40,
                     flush_interval=1.0, fingerprint=fingerprint)  # fmt: skip

@@ -45,6 +45,7 @@ from ...frontier.spi import (
     Capabilities,
     CrawlRecord,
     Entry,
+    Failure,
     LeaseRecord,
     QueueRecord,
     Slot,
@@ -53,7 +54,7 @@ from ...frontier.spi import (
 )
 from ...url import Fingerprint
 from .._records import ORDER, decode_url, encode_url, ms_up
-from . import keys
+from . import indexes, keys
 from .codec import pack, scan, unpack
 from .context import COUNTERS
 from .engine import Durability
@@ -78,7 +79,8 @@ _HASHED = keys.HASHED
 _WRITE_BACK = frozenset({"meta", "crawls", "queues", "bloom"})
 #: Tables whose keys start with a crawl's id (deleting a crawl clears its range in each).
 CRAWL_TABLES = ("queues", "qnames", "ready", "loads", "wakes", "pending", "leases", "expiries",
-                "schedule", "urls", "fingerprints", "bloom", "validators", "state")  # fmt: skip
+                "schedule", "urls", "fingerprints", "bloom", "validators", "state", "failures",
+                "revisits")  # fmt: skip
 #: A queue's URL records are sorted in memory for a walk in fingerprint order when it has at
 #: most this many; a larger queue is walked through ``fingerprints`` (the crawl's, in order).
 _SORTED_WALK = 65536
@@ -866,6 +868,22 @@ class LmdbStorage:
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
         return self._earliest("schedule", queue)
+
+    # -- bounded indexes (``indexes.py``) -------------------------------------------------------
+
+    def note_failure(self, crawl: CrawlRecord, queue: QueueRecord, failure: Failure,
+                     keep: int) -> None:  # fmt: skip
+        indexes.note_failure(self, crawl, failure, keep)
+
+    def failures(self, crawl: CrawlRecord, limit: int) -> list[Failure]:
+        return indexes.failures(self, crawl, limit)
+
+    def count_revisit(self, crawl: CrawlRecord, queue: QueueRecord, fp: bytes, at: float,
+                      n: int) -> None:  # fmt: skip
+        indexes.count_revisit(self, crawl, at, n)
+
+    def revisits_due(self, crawl: CrawlRecord, until: float) -> int:
+        return indexes.revisits_due(self, crawl, until)
 
     # -- URLs -----------------------------------------------------------------------------------
 

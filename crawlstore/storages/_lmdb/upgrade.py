@@ -1,4 +1,5 @@
 """Format 2 to format 3: a copy of the file whose URL records move to their queue's range.
+(Format 3 to 4 only adds tables: ``mark_format`` marks a copy, then the migration writes them.)
 
 Format 2 kept a URL record under its crawl and fingerprint (``urls``), and a queue's list of
 URLs beside it (``queue_urls``: crawl, queue, fingerprint). Format 3 keeps the record under its
@@ -23,7 +24,7 @@ from .._records import ms_up
 from . import keys
 from .engine import DATABASES
 
-__all__ = ["upgrade_format_2"]
+__all__ = ["mark_format", "upgrade_format_2"]
 
 #: Records written a transaction (the new file is not in place before the last commit).
 _CHUNK = 50_000
@@ -166,3 +167,18 @@ def _index_loads(new: lmdb.Environment, dbs: dict[str, Any]) -> None:
 def _counters(counters: dict[str, Any], seq: int) -> bytes:
     packed: bytes = msgpack.packb({**counters, "seq": seq}, use_bin_type=True)
     return packed
+
+
+def mark_format(path: str, was: int, new: int) -> None:
+    """Record format ``new`` in the file at ``path`` (a migration's copy, of format ``was``)."""
+    env = lmdb.open(path, subdir=False, max_dbs=32, lock=False)
+    try:
+        with env.begin(write=True) as txn:
+            db = env.open_db(b"meta", txn=txn, create=False)
+            meta = msgpack.unpackb(txn.get(b"meta", db=db), raw=False)
+            if meta.get("format") != was:
+                raise ValueError(f"{path} has format {meta.get('format')!r}, not {was}")
+            meta["format"] = new
+            txn.put(b"meta", msgpack.packb(meta, use_bin_type=True), db=db)
+    finally:
+        env.close()

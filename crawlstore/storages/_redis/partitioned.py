@@ -41,6 +41,7 @@ from ...frontier.policy import DEFAULTS, Defaults
 from ...frontier.spi import (
     CrawlRecord,
     Entry,
+    Failure,
     LeaseRecord,
     Post,
     QueueRecord,
@@ -49,8 +50,8 @@ from ...frontier.spi import (
     run_in_turn,
 )
 from ...url import FINGERPRINT_VERSION, Fingerprint
-from .._records import ms_up, pack, unpack
-from . import points
+from .._records import failure_key, ms_up, pack, unpack
+from . import indexes, points
 from .bucket import BucketUnit, Conflict, WideUnit, commit_all, commit_many
 from .keys import (
     CLAIMS,
@@ -916,6 +917,21 @@ class PartitionedRedisStorage(RedisStorage):
             for name, n in _counts(raw).items():
                 out[name] = out.get(name, 0) + n
         return out
+
+    def failures(self, crawl: CrawlRecord, limit: int) -> list[Failure]:
+        if self._scope is not None:
+            return super().failures(crawl, limit)
+        found = self._buckets_read(crawl, lambda tag: indexes.newest(tag + indexes.FAILURES,
+                                                                     limit))  # fmt: skip
+        every = (indexes.decode(member) for members in found for member in members)
+        return heapq.nlargest(limit, every, key=failure_key)
+
+    def revisits_due(self, crawl: CrawlRecord, until: float) -> int:
+        if self._scope is not None:
+            return super().revisits_due(crawl, until)
+        found = self._buckets_read(crawl, lambda tag: indexes.revisits_until(
+            tag + indexes.REVISITS, until))  # fmt: skip
+        return sum(int(n) for n in found)
 
     def last_seq(self, crawl: CrawlRecord) -> int:
         if self._scope is not None:

@@ -35,6 +35,7 @@ from ...frontier.spi import (
     CrawlRecord,
     Durability,
     Entry,
+    Failure,
     LeaseRecord,
     QueueRecord,
     Slot,
@@ -45,6 +46,7 @@ from ...frontier.spi import (
 )
 from ...url import FINGERPRINT_VERSION, Fingerprint
 from .._records import ORDER, decode_url, encode_url, ms_up, pack
+from . import indexes
 from .file import NoFile
 from .keys import (
     CRAWLS,
@@ -729,6 +731,26 @@ class RedisStorage:
 
     def next_due(self, crawl: CrawlRecord, queue: QueueRecord) -> float | None:
         return self._earliest(self._qkey(crawl, queue.key, SCHEDULE))
+
+    # -- bounded indexes (``indexes.py``) -------------------------------------------------------
+
+    def note_failure(self, crawl: CrawlRecord, queue: QueueRecord, failure: Failure,
+                     keep: int) -> None:  # fmt: skip
+        indexes.note(self.unit(), self._index_tag(crawl, queue.key), failure, keep)
+
+    def failures(self, crawl: CrawlRecord, limit: int) -> list[Failure]:
+        key = self._index_tag(crawl) + indexes.FAILURES
+        found = self.unit().read([indexes.newest(key, limit)])[0]
+        return [indexes.decode(member) for member in found]
+
+    def count_revisit(self, crawl: CrawlRecord, queue: QueueRecord, fp: bytes, at: float,
+                      n: int) -> None:  # fmt: skip
+        key = self._index_tag(crawl, queue.key) + indexes.REVISITS
+        (self.unit().zadd if n > 0 else self.unit().zrem)(key, indexes.revisit_member(fp, at))
+
+    def revisits_due(self, crawl: CrawlRecord, until: float) -> int:
+        key = self._index_tag(crawl) + indexes.REVISITS
+        return int(self.unit().read([indexes.revisits_until(key, until)])[0])
 
     # -- URLs -----------------------------------------------------------------------------------
 
