@@ -1,16 +1,20 @@
-"""Moving a store on Redis from format 1 to format 2, in its own namespace (``crawlstore
-migrate redis://...``): each crawl's export is written to a directory that is kept, then the
-namespace is cleared and the exports are loaded in format 2 (the server's steps:
+"""Migrating a store on Redis (``crawlstore migrate redis://...``; the server's steps:
 ``storages/_redis/migrate.py``).
+
+Format 2 to 3, in place: each crawl's bounded indexes are written from its records, a unit a
+bucket, and ``META`` says format 3.
+
+Format 1 to 3, in its own namespace: each crawl's export is written to a directory that is
+kept, then the namespace is cleared and the exports are loaded in format 3.
 
 The exports carry everything ``crawlstore export`` does: the frontier in every state, facade
 state, counters, the seen set and validators. A crawl's Bloom filter, which an export of a
 store on Redis does not carry, goes bit for bit beside its export (``N.bloom``: its
 parameters, count and parts, in msgpack).
 
-The store's clients must be stopped first: the move takes the store lock of format 1 for
-good, so a client left running fails at its next unit, and a client that opens the store
-while the move runs is refused.
+The store's clients must be stopped first. A move from format 1 takes its store lock for
+good, so a client left running fails at its next unit; a client that opens the store while a
+migration runs is refused; a client of format 2 left running would write without indexes.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 from ..cli.exportfile import read_export, to_line
 from ..clock import system_clock
 from ..errors import InvalidArgument, OlderFormat, StoreError
+from ..frontier.reindex import reindex
+from ..storages import REDIS_INDEXING as INDEXING
 from ..storages import redis_format_move, sync_directory
-from ..store import Store
+from ..store import Store, migrate_fingerprints
 from ..textfiles import open_text
 from ..url import FINGERPRINT_VERSION
 
@@ -42,24 +48,27 @@ _LIST = "crawls.json"
 
 @dataclass(frozen=True, slots=True)
 class Moved:
-    """What a move did: the crawls it moved and the directory of their exports; ``crawls``
-    None when the store was in format 2 already (nothing changed)."""
+    """What a migration did: the crawls it moved and the directory of their exports (None: it
+    was in place); ``crawls`` None when the store was in format 3 already (nothing changed)."""
 
     crawls: list[str] | None
     kept: Path | None
 
 
 def move_redis_store(url: str, keep: str | os.PathLike[str] | None = None) -> Moved:
-    """Move the store at ``url`` to format 2, keeping each crawl's export in the directory
-    ``keep`` (by default ``<ns>.format1`` in the working directory; it must not exist), or
-    finish a move that stopped half way (in the directory it began with)."""
+    """Migrate the store at ``url`` to format 3: one of format 2 in place; one of format 1 by a
+    move, keeping each crawl's export in the directory ``keep`` (by default ``<ns>.format1``
+    in the working directory; it must not exist). Run again, finish a migration that stopped
+    half way (a move in the directory it began with)."""
     move = redis_format_move(url)
     try:
         version, began, fingerprint = move.state()
-        if began is None and version == 2:
+        if began == INDEXING or (began is None and version == 2):
+            return Moved(_index(move, fingerprint), None)
+        if began is None and version == 3:
             return Moved(None, None)
         kept = Path(began or keep or f"{move.address.ns}.format1").absolute()
-        if version != 2:
+        if version == 1:
             if fingerprint < FINGERPRINT_VERSION:
                 raise OlderFormat(
                     f"{move.address} holds fingerprint version {fingerprint}: open it once for "
@@ -91,6 +100,21 @@ def move_redis_store(url: str, keep: str | os.PathLike[str] | None = None) -> Mo
         return Moved(crawls, kept)
     finally:
         move.close()
+
+
+def _index(move: FormatMove, fingerprint: int) -> list[str]:
+    """Write the indexes of a store of format 2 in place, from its records (again, where a
+    migration stopped half way: each write of them is one a second leaves as it is), then
+    say format 3. The crawls."""
+    move.begin_indexing()
+    with Store(move.indexing(fingerprint), system_clock) as store:
+        crawls = store.crawls()
+        for crawl in crawls:
+            reindex(store.frontier(crawl=crawl).core)
+        if fingerprint < FINGERPRINT_VERSION:
+            migrate_fingerprints(store)  # (which moves the revisits counted by fingerprint)
+    move.finish_indexing()
+    return crawls
 
 
 def _export_all(move: FormatMove, kept: Path) -> None:

@@ -62,12 +62,13 @@ def add_migrate(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type
         "migrate",
         help="rewrite a store of an older format in the current one",
         description="Rewrite a store of an older format or fingerprint version in the current "
-        "one. A file: the old file is kept beside it (PATH.v1, PATH.v2, PATH.fp1), and a "
-        "writable open migrates by itself too. A store on Redis (redis://...) of format 1: "
-        "moved to format 2 in its own namespace, each crawl's export kept in a directory "
-        "(--keep); stop its clients first (one left running fails at its next write; one "
-        "that opens the store meanwhile is refused). Run it again to finish a move that "
-        "stopped. A store in the current format is left as it is (exit 0).",
+        "one. A file: the old file is kept beside it (PATH.v1, PATH.v2, PATH.v3, PATH.fp1), "
+        "and a writable open migrates by itself too. A store on Redis (redis://...) of "
+        "format 2: its crawls' indexes written in place; of format 1: moved to format 3 in "
+        "its own namespace, each crawl's export kept in a directory (--keep). Stop its "
+        "clients first (one of format 1 left running fails at its next write; one that opens "
+        "the store meanwhile is refused). Run it again to finish a migration that stopped. A "
+        "store in the current format is left as it is (exit 0).",
     )
     p.add_argument("path", help="the store file, or a Redis URL")
     p.add_argument("--keep", metavar="DIR", help="a store on Redis: the new directory for "
@@ -111,10 +112,13 @@ def _move(url: str, keep: str | None) -> int:
 
     moved = move_redis_store(url, keep)
     if moved.crawls is None:
-        print(f"{url}: in the current format already (format 2): nothing to migrate, "
+        print(f"{url}: in the current format already (format 3): nothing to migrate, "
               "nothing changed")  # fmt: skip
         return 0
-    print(f"{url}: moved to format 2 ({len(moved.crawls)} crawls: "
-          f"{', '.join(moved.crawls) or 'none'}); their exports in format 1 are kept in "
+    crawls = f"{len(moved.crawls)} crawls: {', '.join(moved.crawls) or 'none'}"
+    if moved.kept is None:
+        print(f"{url}: migrated to format 3 in place ({crawls}): their indexes written")
+        return 0
+    print(f"{url}: moved to format 3 ({crawls}); their exports in format 1 are kept in "
           f"{moved.kept}")  # fmt: skip
     return 0

@@ -4,7 +4,7 @@ A storage (``_memory``, ``_lmdb``, ``_redis``) imports that interface, the share
 of ``_records`` and the value modules (``seed``, ``url``, ``errors``, ``journal``, ``clock``):
 never another storage, and nothing above the interface. This package names what the rest of
 crawlstore may use of them: how a store is opened by the scheme of its target, and what only a
-file has (its format, its check, its migration), and the move of a store on Redis to format 2.
+file has (its format, its check, its migration), and the migrations of a store on Redis.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from ._lmdb.opener import open_file, open_file_copy
 from ._lmdb.upgrade import upgrade_format_2 as upgrade_file_format_2
 from ._lmdb.verify import verify
 from ._memory import MemoryStorage
+from ._redis.keys import INDEXING as REDIS_INDEXING
 
 if TYPE_CHECKING:
     from ..frontier.spi import Durability, StoreStorage
     from ._redis.migrate import FormatMove as FormatMove
 
-__all__ = ["FORMAT_VERSION", "REDIS_SCHEMES", "MemoryStorage", "migrate_file", "open_file_copy",
-           "open_store", "read_file_meta", "redis_format_move", "sync_directory",
+__all__ = ["FORMAT_VERSION", "REDIS_INDEXING", "REDIS_SCHEMES", "MemoryStorage", "migrate_file",
+           "open_file_copy", "open_store", "read_file_meta", "redis_format_move", "sync_directory",
            "upgrade_file_format_2", "verify"]  # fmt: skip
 
 #: URL schemes of stores on a Redis server or cluster.
@@ -44,7 +45,7 @@ def open_store(target: Any, *, durability: Durability, readonly: bool, options: 
 
 
 def redis_format_move(url: str) -> FormatMove:
-    """The server side of moving the store on Redis at ``url`` to format 2 (redis-py)."""
+    """The server side of migrating the store on Redis at ``url`` (redis-py)."""
     from ._redis.migrate import FormatMove
 
     return FormatMove(url)

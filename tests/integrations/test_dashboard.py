@@ -234,6 +234,6 @@ def test_a_store_on_redis_has_the_same_panels_without_a_file(redis_url: str) -> 
     with Dashboard(redis_url).start() as board:
         summary = get(board, "/api/summary")[1]
         assert summary["stats"] == {**stats, "refused": {}}
-        assert summary["store"]["file_bytes"] is None and summary["store"]["format"] == "2"
+        assert summary["store"]["file_bytes"] is None and summary["store"]["format"] == "3"
         assert get(board, "/api/queues")[1]["scanned"] == 3
         assert "crawlstore_file_bytes" not in get(board, "/metrics")[1]

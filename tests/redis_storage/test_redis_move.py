@@ -1,5 +1,5 @@
 """A store on Redis of format 1 (one store-wide lock) is refused by default, naming
-``crawlstore migrate``; the move to format 2 carries every crawl (each crawl's export, a Bloom
+``crawlstore migrate``; the move to format 3 carries every crawl (each crawl's export, a Bloom
 filter bit for bit), fences off a format-1 client left running, and finishes when run again
 after it stopped half way (a SIGKILL at any moment)."""
 
@@ -124,11 +124,17 @@ def test_the_move_keeps_every_crawl_and_a_bloom_filter_bit_for_bit(
     assert len(bits) > 1 and any(bits)
     kept = tmp_path / "kept"
     assert main(["migrate", url, "--keep", str(kept)]) == 0
-    assert "moved to format 2 (3 crawls: a, b, c)" in capsys.readouterr().out
+    assert "moved to format 3 (3 crawls: a, b, c)" in capsys.readouterr().out
     assert sorted(p.name for p in kept.iterdir()) == ["1.jsonl.gz", "2.bloom", "2.jsonl.gz",
                                                        "3.jsonl.gz", "crawls.json"]  # fmt: skip
     with Store.open(url) as store:
-        assert store.meta["format"] == "2"
+        assert store.meta["format"] == "3"
+        a = store.frontier(crawl="a").core  # its indexes, written by the loads
+        urls = a.urls(limit=1000)
+        failed = {u.url for u in urls if u.outcome and u.outcome.state == "failed"}
+        assert {f.url for f in a.recent_failures()} == failed and len(failed) == 2
+        revisits = [u for u in urls if u.kind == "revisit"]
+        assert a.revisits_due(T0 + 1e7) == len(revisits) == 4
     assert observe(url) == before
     assert bloom_bits(redis_node, url) == bits
     assert main(["migrate", url]) == 0  # again: nothing to do

@@ -83,6 +83,8 @@ DUE = b":d"
 INBOX = b":n"
 POSTED = b":pv"
 WIDE_LOCK = b":wl"
+#: ``META`` ``moving`` while a store of format 2 gets the indexes of format 3 (``migrate.py``).
+INDEXING = "the indexes of format 3 are being written"
 #: A queue's own keys, deleted with it.
 QUEUE_OWN = (ENTRIES, EXPIRIES, SCHEDULE, MEMBERS)
 

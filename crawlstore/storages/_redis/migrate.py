@@ -1,18 +1,20 @@
-"""Moving a store on Redis from format 1 (every unit under one store-wide lock) to format 2
+"""Moving a store on Redis from format 1 (every unit under one store-wide lock) to format 3
 (units that commit bucket by bucket), in its own namespace: the steps over the server that
 ``crawlstore migrate redis://...`` (``admin/redis_move.py``) takes around the crawls' exports.
+A store of format 2 (bucket by bucket, without the crawls' bounded indexes) migrates in place
+instead: ``begin_indexing``, the indexes written through ``indexing()``, ``finish_indexing``.
 
 1. ``begin``: the move takes the store lock of format 1 and never gives it back (a key
    without a ttl): a client of format 1 still connected waits at its next unit and fails; its
    writes never reach the store again. ``META`` gets ``moving``, where the exports go: a
    client that opens the store from then on is refused, naming the command.
 2. ``reading()``: format 1, read under that lock, for the exports.
-3. ``switch``: ``META`` says format 2; every other key of the namespace goes, but the lock
+3. ``switch``: ``META`` says format 3; every other key of the namespace goes, but the lock
    and the fences (they only grow: a write of format 1 paused in flight stays refused).
-4. ``writing()``: format 2, for the loads; ``finish``: ``META`` loses ``moving``.
+4. ``writing()``: format 3, for the loads; ``finish``: ``META`` loses ``moving``.
 
 A move that stops half way (a kill, a lost server) is finished by running it again: from step
-1 while ``META`` says format 1, from step 3 (the exports complete) once it says format 2.
+1 while ``META`` says format 1, from step 3 (the exports complete) once it says format 3.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from ...errors import NotAStore, StoreError
-from .keys import BLOOM, BLOOM_PARAMS, FENCE, FENCES, LOCK, META, TOTALS
-from .partitioned import PARTITIONED_FORMAT, PartitionedRedisStorage
+from .keys import BLOOM, BLOOM_PARAMS, FENCE, FENCES, INDEXING, LOCK, META, TOTALS
+from .partitioned import INDEXLESS_FORMAT, PARTITIONED_FORMAT, PartitionedRedisStorage
 from .server import Address, Server
 from .storage import RedisStorage
 from .unit import Unit
@@ -175,6 +177,22 @@ class FormatMove:
 
     def finish(self) -> None:
         self.server.read([("HDEL", self.tag + META, _MOVING)])
+
+    # -- format 2 to 3, in place -----------------------------------------------------------------
+
+    def begin_indexing(self) -> None:
+        """Say a migration in place began: an open is refused until ``finish_indexing``."""
+        self.server.read([("HSET", self.tag + META, _MOVING, INDEXING.encode())])
+
+    def indexing(self, fingerprint: int) -> RedisStorage:
+        """The store of format 2 as format 3, for its indexes to be written (at the
+        fingerprint version its records hold)."""
+        return PartitionedRedisStorage(self.server, moving=True, older=INDEXLESS_FORMAT,
+                                       fingerprint=fingerprint)  # fmt: skip
+
+    def finish_indexing(self) -> None:
+        self.server.read([("HSET", self.tag + META, b"format", b"%d" % PARTITIONED_FORMAT),
+                          ("HDEL", self.tag + META, _MOVING)])  # fmt: skip
 
 
 def _parts(storage: RedisStorage, ref: CrawlRecord, params: Any) -> list[bytes]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...errors import InvalidArgument, OlderFormat
 from ...frontier.spi import Durability
-from .partitioned import PARTITIONED_FORMAT, PartitionedRedisStorage
+from .partitioned import INDEXLESS_FORMAT, PARTITIONED_FORMAT, PartitionedRedisStorage
 from .server import Address, Server
 from .storage import LayoutMove, OtherFormat, RedisStorage
 
@@ -15,9 +15,10 @@ __all__ = ["open_url"]
 
 def open_url(url: str, *, durability: Durability, readonly: bool, options: dict[str, Any]
              ) -> RedisStorage:  # fmt: skip
-    """The storage at ``url``, created when its namespace is empty (in format 2 unless the URL
+    """The storage at ``url``, created when its namespace is empty (in format 3 unless the URL
     says ``partitioned=0``). A store of format 1 opens only when its URL says
-    ``partitioned=0``; else it raises ``LayoutMove``, naming ``crawlstore migrate``. A store
+    ``partitioned=0``; else it raises ``LayoutMove``, naming ``crawlstore migrate``, as a
+    store of format 2 does (it has no indexes yet). A store
     whose records hold an older fingerprint version opens at that version (``fingerprint``),
     for ``Store.open`` to migrate; read-only, it raises ``OlderFormat``."""
     if options:
@@ -37,6 +38,8 @@ def open_url(url: str, *, durability: Durability, readonly: bool, options: dict[
         try:
             return layout(server, readonly=readonly)
         except OtherFormat as exc:  # the store's own layout, whatever the URL asks of a new one
+            if exc.format == INDEXLESS_FORMAT:
+                raise _format_2(address) from None
             if exc.format != PARTITIONED_FORMAT and address.partitioned is not False:
                 raise _format_1(address) from None
             layout = PartitionedRedisStorage if exc.format == PARTITIONED_FORMAT else RedisStorage
@@ -55,8 +58,17 @@ def open_url(url: str, *, durability: Durability, readonly: bool, options: dict[
 def _format_1(address: Address) -> LayoutMove:
     return LayoutMove(
         f"{address} is a store of format 1, whose every unit takes one store-wide lock; this "
-        "crawlstore writes format 2, whose units commit bucket by bucket (see the Redis "
+        "crawlstore writes format 3, whose units commit bucket by bucket (see the Redis "
         f"guide). Stop the store's clients, then run: crawlstore migrate '{address}' (it "
         "keeps an export of the store in a file). To go on in format 1, add partitioned=0 "
         "to the URL."
+    )
+
+
+def _format_2(address: Address) -> LayoutMove:
+    return LayoutMove(
+        f"{address} is a store of format 2, which keeps none of the crawls' bounded indexes "
+        "of format 3 (recent failures, revisits by the minute, blocked trap prefixes apart). "
+        "Stop the store's clients, then run: crawlstore migrate "
+        f"'{address}' (it writes them in place, from the records)."
     )

@@ -81,11 +81,13 @@ from .server import Server
 from .storage import FORMAT_VERSION, RedisStorage, unpack_record
 from .unit import Cache, CachedUnit, Unit
 
-__all__ = ["PARTITIONED_FORMAT", "PartitionedRedisStorage"]
+__all__ = ["INDEXLESS_FORMAT", "PARTITIONED_FORMAT", "PartitionedRedisStorage"]
 
 _T = TypeVar("_T")
-#: The format of a store whose buckets commit alone.
-PARTITIONED_FORMAT = 2
+#: The format of a store whose buckets commit alone (with the crawls' bounded indexes; format
+#: 2 had none, and migrates in place: ``migrate.py``).
+PARTITIONED_FORMAT = 3
+INDEXLESS_FORMAT = 2
 #: Seconds between two sweeps of every bucket's next event into the hints.
 SWEEP = 5.0
 #: Seconds a bucket unit trusts the crawl record and the defaults it read.
@@ -105,7 +107,8 @@ class PartitionedRedisStorage(RedisStorage):
     format_version = PARTITIONED_FORMAT
 
     def __init__(self, server: Server, *, readonly: bool = False,
-                 fingerprint: int = FINGERPRINT_VERSION, moving: bool = False) -> None:  # fmt: skip
+                 fingerprint: int = FINGERPRINT_VERSION, moving: bool = False,
+                 older: int | None = None) -> None:  # fmt: skip
         self._scope: bytes | None = None  # the tag of the bucket the unit runs on
         self._dry = False
         self._caches: dict[bytes, Cache] = {}
@@ -136,7 +139,9 @@ class PartitionedRedisStorage(RedisStorage):
         #: post it misses marks the bucket again, for the next pop).
         self._quiet: set[bytes] = set()
         self._last_ordinal = 0
-        super().__init__(server, readonly=readonly, fingerprint=fingerprint, moving=moving)
+        super().__init__(
+            server, readonly=readonly, fingerprint=fingerprint, moving=moving, older=older
+        )
         self.capabilities = replace(self.capabilities, partitions=self.buckets, inboxes=True)
 
     def __repr__(self) -> str:

@@ -112,6 +112,12 @@ def unpack_record(raw: bytes) -> Any:
     return msgpack.unpackb(raw, raw=False, strict_map_key=False)
 
 
+#: The formats of a store on Redis: 1, every unit under one lock; 2, units bucket by bucket;
+#: 3, as 2 with the crawls' bounded indexes (recent failures, revisits by the minute, trap
+#: prefixes blocked apart).
+KNOWN_FORMATS = (1, 2, 3)
+
+
 class OtherFormat(IncompatibleStore):
     """The namespace holds a store of the other layout (``format``): open it with that one."""
 
@@ -121,9 +127,9 @@ class OtherFormat(IncompatibleStore):
 
 
 class LayoutMove(OlderFormat):
-    """A store to move to format 2 with ``crawlstore migrate`` before it opens: one of format 1
-    whose URL does not ask for format 1 (``partitioned=0``), or one whose move began and did
-    not finish."""
+    """A store to move with ``crawlstore migrate`` before it opens: one of format 1 whose URL
+    does not ask for format 1 (``partitioned=0``), one of format 2 (no indexes yet), or one
+    whose migration began and did not finish."""
 
 
 class RedisStorage:
@@ -135,11 +141,13 @@ class RedisStorage:
     format_version = FORMAT_VERSION
 
     def __init__(self, server: Server, *, readonly: bool = False,
-                 fingerprint: int = FINGERPRINT_VERSION, moving: bool = False) -> None:  # fmt: skip
+                 fingerprint: int = FINGERPRINT_VERSION, moving: bool = False,
+                 older: int | None = None) -> None:  # fmt: skip
         #: The fingerprint version the store must hold (an older one, for its migration).
         self.fingerprint = fingerprint
-        #: Opened by the move to format 2 (``migrate.py``), which may find it begun.
-        self.moving = moving
+        #: Opened by a migration (``migrate.py``), which may find it begun; of the format
+        #: ``older`` (a migration in place, to this layout's format).
+        self.moving, self.older = moving, older
         self.server = server
         self.readonly = readonly
         address = server.address
@@ -209,11 +217,11 @@ class RedisStorage:
             raise NotAStore(f"{name}: the namespace holds keys that are not a crawlstore store")
         if "moving" in meta and not self.moving:
             raise LayoutMove(
-                f"{name}: its move to format 2 began and has not finished (the export it "
-                f"loads is {meta['moving']}): run crawlstore migrate '{name}' to finish it"
+                f"{name}: its migration began and has not finished ({meta['moving']}): run "
+                f"crawlstore migrate '{name}' to finish it"
             )
         stored = int(meta["format"])
-        if stored != self.format_version and stored in (1, 2):
+        if stored not in (self.format_version, self.older) and stored in KNOWN_FORMATS:
             raise OtherFormat(f"{name} is a store of format {stored}", stored)
         for field, mine in (("format", self.format_version), ("fingerprint", self.fingerprint)):
             if int(meta[field]) > mine:
