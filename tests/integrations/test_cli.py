@@ -33,14 +33,14 @@ def path(tmp_path: Path) -> Path:
 
 def test_stats_text_json_and_queues(path: Path) -> None:
     text = cli("stats", path).stdout
-    assert "format 3" in text and "queued 8, in flight 1" in text and "duplicate 1" in text
+    assert "format 4" in text and "queued 8, in flight 1" in text and "duplicate 1" in text
     doc = json.loads(cli("stats", path, "--json", "--queues").stdout)
     stats = doc["crawls"]["default"]["stats"]
     assert (stats["queued"], stats["in_flight"], stats["admitted"]) == (8, 1, 9)
     assert stats["refused"] == {"duplicate": 1}
     assert sorted(q["key"] for q in doc["crawls"]["default"]["queues"]) == [
         "h0.example", "h1.example", "h2.example"]  # fmt: skip
-    assert doc["format"] == 3 and doc["file_bytes"] >= doc["used_bytes"] > 0
+    assert doc["format"] == 4 and doc["file_bytes"] >= doc["used_bytes"] > 0
     paged = json.loads(cli("stats", path, "--json", "--queues", "--limit", "1",
                            "--after", "h0.example").stdout)  # fmt: skip
     assert [q["key"] for q in paged["crawls"]["default"]["queues"]] == ["h1.example"]

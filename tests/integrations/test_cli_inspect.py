@@ -50,7 +50,7 @@ def _paths(text: str) -> list[str]:
 # -- stats: what is used of what --------------------------------------------------------------
 
 _SIZE = r"([\d,.]+) (B|KiB|MiB|GiB)"
-_FILE = re.compile(rf".*: format 3, {_SIZE} file: {_SIZE} of records, {_SIZE} of free pages "
+_FILE = re.compile(rf".*: format 4, {_SIZE} file: {_SIZE} of records, {_SIZE} of free pages "
                    r"\(reused before the file grows; a backup leaves them out\)")  # fmt: skip
 
 
