@@ -111,7 +111,7 @@ def beside(seconds: float, rounds: int) -> dict[str, list[float]]:
                 pages = results.get(timeout=seconds + 120)
                 crawler.join()
                 stop.set()
-                for helper in helpers:
+                for helper in reversed(helpers):  # the poller's last request answered first
                     helper.join(30)
                 out[name].append(pages / seconds)
     return out

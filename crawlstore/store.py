@@ -18,6 +18,7 @@ from .frontier.core import CoreFrontier, set_defaults
 from .frontier.policy import Defaults
 from .frontier.protocol import UNSET, QueueInfo, check_time
 from .frontier.refingerprint import carry_over, refingerprint
+from .frontier.reindex import reindex
 from .frontier.spi import Capabilities, Durability, StoreStorage
 from .storages import FORMAT_VERSION, open_store, verify
 from .storages import migrate_file as migrate
@@ -120,6 +121,10 @@ class Store:
             shared = storage.server_clock()
             clock = system_clock if shared is None else SyncedClock(shared)
         store = cls(storage, clock)
+        if not readonly and not storage.indexed:
+            for name in store.crawls():  # (before the fingerprints move: it counts by them)
+                reindex(store.frontier(crawl=name).core)
+            storage.set_indexed()
         if storage.fingerprint < FINGERPRINT_VERSION:
             migrate_fingerprints(store)
         return store

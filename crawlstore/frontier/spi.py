@@ -826,6 +826,16 @@ class StoreStorage(Storage, Protocol):
         """Record the fingerprint version the records now hold (a migration's end)."""
 
     @property
+    def indexed(self) -> bool:
+        """Whether every crawl's bounded indexes (``note_failure``, ``count_revisit``, the
+        blocked trap prefixes apart) cover what happened before this crawlstore: False only in
+        a store of a format that predates them and is used as it is (Redis format 1), which
+        ``Store.open`` brings up to date when it opens it for writing."""
+
+    def set_indexed(self) -> None:
+        """Record that the indexes cover every crawl now (``Store.open``'s step's end)."""
+
+    @property
     def meta(self) -> dict[str, Any]:
         """The store's format version, fingerprint version and creation time."""
 

@@ -126,6 +126,11 @@ class PartitionedMemoryStorage:
     def set_fingerprint(self, version: int) -> None:
         self.fingerprint = version
 
+    indexed = True
+
+    def set_indexed(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

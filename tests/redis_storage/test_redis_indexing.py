@@ -50,8 +50,8 @@ def fill(url: str) -> None:
         traps.push_many([Seed.get(f"{PREFIX}{i}") for i in range(4)])
 
 
-def expected(url: str) -> dict[str, object]:
-    with Store.open(url, clock=ManualClock(T0 + 100)) as store:
+def expected(url: str, *, readonly: bool = False) -> dict[str, object]:
+    with Store.open(url, clock=ManualClock(T0 + 100), readonly=readonly) as store:
         core = store.frontier(crawl="a").core
         return {
             "failures": core.recent_failures(limit=100),
@@ -62,15 +62,16 @@ def expected(url: str) -> dict[str, object]:
         }
 
 
-def as_format_2(node: Node, url: str) -> None:
+def as_format_2(node: Node, url: str, *, format_1: bool = False) -> None:
     """Make the store what format 2 was: no index keys, the blocked prefixes among the trap
-    counts, ``META`` saying 2."""
+    counts, ``META`` saying 2 (``format_1``: what format 1 was, ``META`` without
+    ``indexed``)."""
     with Store.open(url) as store:
         core = store.frontier(crawl="a").core
         blocked, traps = core.state("traps.blocked"), core.state("traps")
         for prefix in list(blocked):
             traps[f"{prefix}\x00b"] = blocked.pop(prefix)
-    ns = url.rsplit("ns=", 1)[1]
+    ns = url.rsplit("ns=", 1)[1].split("&")[0]
     client = node.client()
     try:
         for key in client.scan_iter(match=f"{{{ns}:*"):
@@ -78,7 +79,10 @@ def as_format_2(node: Node, url: str) -> None:
                 client.delete(key)
             elif key.endswith(b":t"):
                 client.hdel(key, "~fl")
-        client.hset(f"{{{ns}}}:meta", "format", "2")
+        if format_1:
+            client.hdel(f"{{{ns}}}:meta", "indexed")
+        else:
+            client.hset(f"{{{ns}}}:meta", "format", "2")
     finally:
         client.close()
 
@@ -135,3 +139,20 @@ def test_a_migration_that_stopped_half_way_finishes_counting_nothing_twice(
         Store.open(url)
     assert redis_move.move_redis_store(url).crawls == ["a"]
     assert expected(url) == before
+
+
+def test_a_store_of_format_1_gets_its_indexes_at_its_first_writable_open(
+    url: str, redis_node: Node
+) -> None:
+    """Format 1 is used as it is (``partitioned=0``): a store of it written before the indexes
+    gets them when a client opens it for writing, under its store lock; a read-only open reads
+    what it holds."""
+    url += "&partitioned=0"
+    fill(url)
+    before = expected(url)
+    as_format_2(redis_node, url, format_1=True)
+    bare = expected(url, readonly=True)
+    assert bare["failures"] == [] and bare["due"] == 0 and bare["blocked"] == []
+    assert expected(url) == before  # (a writable open)
+    with Store.open(url) as store:
+        assert store.meta["indexed"] == "1" and store.meta["format"] == "1"

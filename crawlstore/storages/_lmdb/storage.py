@@ -209,6 +209,12 @@ class LmdbStorage:
     def set_fingerprint(self, version: int) -> None:
         self.engine.set_fingerprint(version)
 
+    #: The file's format keeps its indexes (an older one is migrated, its indexes written).
+    indexed = True
+
+    def set_indexed(self) -> None:
+        pass
+
     def close(self) -> None:
         self.engine.release()
 

@@ -118,6 +118,10 @@ def unpack_record(raw: bytes) -> Any:
 KNOWN_FORMATS = (1, 2, 3)
 
 
+#: The field of ``META`` that says a store of format 1 keeps the crawls' bounded indexes.
+INDEXED = b"indexed"
+
+
 class OtherFormat(IncompatibleStore):
     """The namespace holds a store of the other layout (``format``): open it with that one."""
 
@@ -205,7 +209,7 @@ class RedisStorage:
                 meta = {b"app": b"crawlstore", b"format": str(self.format_version).encode(),
                         b"fingerprint": str(FINGERPRINT_VERSION).encode(),
                         b"buckets": str(self.server.address.buckets).encode(),
-                        b"created": repr(created).encode()}  # fmt: skip
+                        b"created": repr(created).encode(), INDEXED: b"1"}  # fmt: skip
                 for field, value in meta.items():
                     u.hset(self.tag + META, field, value)
                 raw = meta
@@ -235,6 +239,16 @@ class RedisStorage:
                 f"crawlstore's {self.fingerprint}: open it for writing to migrate it"
             )
         return meta
+
+    @property
+    def indexed(self) -> bool:
+        """Format 1 kept no indexes before this crawlstore: a store of it created since says
+        so in ``META`` (format 3 keeps them, or refuses to open until migrated)."""
+        return self.format_version != FORMAT_VERSION or self.meta.get(INDEXED.decode()) == "1"
+
+    def set_indexed(self) -> None:
+        self.run(lambda: self.unit().hset(self.tag + META, INDEXED, b"1"))
+        self.meta[INDEXED.decode()] = "1"
 
     def set_fingerprint(self, version: int) -> None:
         """Record the fingerprint version the store's records now hold (a migration's end)."""
