@@ -26,15 +26,17 @@ function when(seconds) {
   return today ? date.toLocaleTimeString() : date.toLocaleString();
 }
 
-function fillRows(id, rows) {
+// Rows of text cells; the cells at the indexes of ``numeric`` are numbers (right, unbroken).
+function fillRows(id, rows, numeric) {
   const body = document.querySelector("#" + id + " tbody");
   body.replaceChildren(...rows.map((cells) => {
     const tr = document.createElement("tr");
-    for (const text of cells) {
+    cells.forEach((text, i) => {
       const td = document.createElement("td");
       td.textContent = text;
+      if ((numeric || []).includes(i)) td.className = "n";
       tr.appendChild(td);
-    }
+    });
     return tr;
   }));
 }
@@ -69,7 +71,7 @@ function fillQueues(id, rows, until) {
     const cells = [row.key, number(row.queued) + " queued", number(row.in_flight) + " in flight"];
     if (until) cells.push("until " + when(row.blocked_until));
     return cells;
-  }));
+  }), [1, 2]);
 }
 
 function fillRecent(recent) {
@@ -77,9 +79,10 @@ function fillRecent(recent) {
     [f.status, f.reason].filter((x) => x !== null).join(" ") || "(none)"]));
   document.getElementById("failures-none").hidden = recent.failures.length > 0;
   document.getElementById("window").textContent = number(recent.window);
-  fillRows("reasons", recent.reasons.map((r) => [r.host, r.reason, number(r.count)]));
+  fillRows("reasons", recent.reasons.map((r) => [r.host, r.reason, number(r.count)]), [2]);
   document.getElementById("traps-blocked").textContent = number(recent.traps_blocked);
-  fillRows("traps", recent.traps.map((t) => [t.prefix, t.reason, number(t.refused) + " refused"]));
+  fillRows("traps", recent.traps.map((t) => [t.prefix, t.reason, number(t.refused) + " refused"]),
+    [2]);
   document.getElementById("revisits-due").textContent = number(recent.revisits.due);
   document.getElementById("revisits-overdue").textContent = number(recent.revisits.overdue);
 }
