@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from ..errors import InvalidArgument, InvalidSeed
 from ..frontier.indexes import RECENT_FAILURES
+from ..frontier.spi import REVISIT_SLOT
 from ..frontier.traps import blocked_prefixes
 from ..store import Store
 
@@ -130,7 +131,8 @@ class Panels:
                         in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:SHOWN]],
             "traps": [asdict(b) for b in blocked[:SHOWN]],
             "traps_blocked": len(blocked),
-            "revisits": {"overdue": core.revisits_due(now), "until": now + REVISITS_AHEAD,
+            "revisits": {"overdue": core.revisits_due(now - REVISIT_SLOT),
+                         "until": now + REVISITS_AHEAD,
                          "due": core.revisits_due(now + REVISITS_AHEAD)},
         }  # fmt: skip
 

@@ -237,6 +237,8 @@ def _load_records(
     place = first = 1  # of the record in the stream (the crawl record is the first); of batch[0]
 
     def load(records: list[dict[str, Any]], first: int) -> None:
+        if storage.capabilities.partitions > 1:
+            _claim(core, crawl, records, first)
         for part, start, end in _runs(core, crawl, records):
             write = functools.partial(_load, core, crawl, queues, records[start:end], first + start)
             if part is None:
@@ -289,6 +291,27 @@ def _load_records(
             f"the export's end record counts {end.get('counts')!r}, but {counts!r} came",
             record=place,
         )
+
+
+def _claim(core: CoreFrontier, crawl: CrawlRecord, records: list[dict[str, Any]],
+           first: int) -> None:  # fmt: skip
+    """Claim each URL of ``records`` for its queue, before the units that write them (a store
+    in partitions finds a URL's record through its claim)."""
+    fps: list[bytes] = []
+    keys: list[str] = []
+    place = first
+    try:
+        for place, record in enumerate(records, first):  # noqa: B007 (the error names it)
+            if record["type"] == "url":
+                if not isinstance(record["queue"], str):
+                    raise ValueError(f"a queue key is a str: {record['queue']!r:.100}")
+                fps.append(Seed.from_record(record["seed"]).fingerprint)
+                keys.append(record["queue"])
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+            InvalidArgument, InvalidSeed) as exc:  # fmt: skip
+        raise malformed(exc, place) from None
+    if fps:
+        cast("spi.Partitioned", core.storage).claim_queues(crawl, fps, keys)
 
 
 def _runs(

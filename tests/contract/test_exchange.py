@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import msgpack
 import pytest
-from helpers import ordered_across_queues
+from helpers import MakeFrontier, ordered_across_queues
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_servers import have_server, shared_node
@@ -371,3 +371,18 @@ def test_an_export_streams_a_large_seen_set(tmp_path: Path) -> None:
             tracemalloc.stop()
     assert exported == 200_000
     assert peak < 4_000_000, peak
+
+
+def test_a_loaded_crawl_finds_its_urls_by_address(make_frontier: MakeFrontier) -> None:
+    """A URL loaded from an export is found by its address, listed, and refused as a
+    duplicate (a store in partitions finds a record through its URL's claim, which the load
+    writes)."""
+    f = make_frontier(queues="host")
+    urls = [f"https://h{i % 3}.test/{i}" for i in range(12)]
+    f.push_many([Seed.get(url) for url in urls])
+    g = make_frontier(queues="host")
+    g.core.load(list(f.core.export()))
+    assert {g.url(url).state for url in urls} == {"queued"}
+    assert sorted(u.url for u in g.urls(limit=100)) == sorted(urls)
+    assert not g.push(Seed.get(urls[0]))
+    assert g.stats().queued == 12

@@ -72,6 +72,46 @@ def test_the_ring_keeps_the_newest_of_its_partition(
     assert [x.url for x in f.core.recent_failures(limit=100)] == urls[::-1][:kept]
 
 
+def test_a_failure_noted_twice_is_kept_once(
+    make_frontier: MakeFrontier, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One URL failing twice in one millisecond is one failure: the ring still keeps its
+    partition's newest, no fewer."""
+    monkeypatch.setattr(indexes, "RECENT_FAILURES", 5)
+    monkeypatch.setattr(indexes, "FAILURES_MIN", 2)
+    f = make_frontier()
+    again = "https://a.example/again"
+    for _ in range(2):  # (finished, it is queued again: no dedup here)
+        f.push(Seed.get(again))
+        popped = f.pop()
+        assert isinstance(popped, Ready)
+        f.report(Failed(popped.seed, reason="gone"))
+    assert [x.url for x in f.core.recent_failures()] == [again]
+    clock.advance(1.0)
+    urls = [f"https://a.example/{i}" for i in range(9)]
+    _visit(f, urls, lambda seed, i: Failed(seed, reason="gone"), clock)
+    kept = indexes.failures_kept(f.core.storage.capabilities.partitions)
+    assert [x.url for x in f.core.recent_failures(limit=100)] == urls[::-1][:kept]
+
+
+def test_a_queue_longer_than_a_unit_reads_at_once(
+    make_frontier: MakeFrontier, clock: ManualClock
+) -> None:
+    """Listing, deleting and uncounting a queue reach every URL of it, however many (a store
+    on Redis reads a sorted set of a few hundred members whole, and a longer one by pages)."""
+    f = make_frontier(delay=0.0).revisit(Page)
+    n = 600
+    f.push_many([Seed.get(f"https://a.example/{i}").with_tag(Page.NEWS) for i in range(n)])
+    for popped in f.pop_many(n // 2):
+        f.report(Done(popped.seed))
+    core = f.core
+    assert core.revisits_due(clock() + 3600) == n // 2
+    assert len(core.urls(queue="", limit=10 * n)) == n == core.count()
+    assert core.delete_queue("") == n
+    assert core.count() == 0 and core.urls(limit=10) == []
+    assert core.revisits_due(clock() + 1e6) == 0
+
+
 def test_a_failure_revisited_stays_among_the_recent_ones(
     make_frontier: MakeFrontier, clock: ManualClock
 ) -> None:

@@ -190,3 +190,35 @@ def test_verify_reports_an_abort_of_lmdb_in_its_child(tmp_path: Path) -> None:
                     "a crawl)")  # fmt: skip
     assert len(problems) == 1 and problems[0].startswith("damaged: LMDB aborted reading table ")
     assert "SIGABRT" in problems[0] and "Assertion" in problems[0], problems
+
+
+def test_verify_checks_the_bounded_indexes(tmp_path: Path) -> None:
+    """The revisits the index counts are those scheduled, and the recent failures are as many
+    as their count says: verify names a drift of either."""
+    import lmdb
+
+    from crawlstore import Failed
+    from crawlstore.revisit import TagIntervals
+
+    path = tmp_path / "s.lmdb"
+    with Store.open(path) as store:
+        f = store.frontier(delay=0).revisit(TagIntervals({"n": "10m"}))
+        f.push_many([Seed.get(f"https://a.test/{i}").with_tag("n") for i in range(6)])
+        for i, ready in enumerate(f.pop_many(6)):
+            f.report(Failed(ready.seed, reason="x") if i % 2 else Done(ready.seed))
+    assert verify(path) == []
+    env = lmdb.open(str(path), subdir=False, max_dbs=32)
+    try:
+        with env.begin(write=True) as txn:
+            revisits = env.open_db(b"revisits", txn=txn)
+            key, value = next(iter(txn.cursor(db=revisits)))
+            txn.put(key, (int.from_bytes(value, "big") + 1).to_bytes(8, "big"), db=revisits)
+            failures = env.open_db(b"failures", txn=txn)
+            first = next(k for k, _ in txn.cursor(db=failures) if len(k) > 4)
+            txn.delete(first, db=failures)
+    finally:
+        env.close()
+    assert verify(path) == [
+        "crawl 'default': the revisits index counts 7, the schedule holds 6",
+        "crawl 'default': the recent failures count 3, 2 are kept",
+    ]

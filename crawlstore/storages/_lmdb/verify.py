@@ -25,10 +25,10 @@ import lmdb.verify
 
 from ...errors import CrawlstoreError, OlderFormat
 from ...frontier.spi import QUEUE_FIELDS, Durability, QueueRecord, tend_at
-from .._records import decode_url, ms_up
+from .._records import decode_failure, decode_url, ms_up
 from . import keys
 from .child import run_child
-from .codec import unpack
+from .codec import scan, unpack
 from .context import COUNTERS
 
 __all__ = ["verify"]
@@ -191,6 +191,37 @@ def _check_contents(
                     f"the tables hold {count}"
                 )
         problems += _check_queues(txn, dbs, name, crawl, by_queue, held)
+        problems += _check_indexes(txn, dbs, name, crawl, revisits[crawl])
+    return problems
+
+
+def _check_indexes(txn: lmdb.Transaction, dbs: dict[str, Any], name: str, crawl: bytes,
+                   revisits: int) -> list[str]:  # fmt: skip
+    """The crawl's bounded indexes: the revisits they count are those scheduled, and its
+    recent failures decode and are as many as their count says."""
+    problems: list[str] = []
+    counted = 0
+    for key, raw in scan(txn, dbs["revisits"], crawl):
+        if len(key) != len(crawl) + 8 or len(raw) != 8:
+            problems.append(f"revisits record {key.hex()} is malformed")
+            continue
+        counted += keys.read_u64(raw)
+    if counted != revisits:
+        problems.append(f"crawl {name!r}: the revisits index counts {counted}, the schedule "
+                        f"holds {revisits}")  # fmt: skip
+    held, entries = 0, 0
+    for key, raw in scan(txn, dbs["failures"], crawl):
+        try:
+            if len(key) == len(crawl):
+                held = int.from_bytes(raw, "big") if len(raw) == 4 else -1
+            else:
+                decode_failure(raw, key)
+                entries += 1
+        except CrawlstoreError as exc:
+            problems.append(str(exc))
+    if held != entries:
+        problems.append(f"crawl {name!r}: the recent failures count {held}, {entries} are "
+                        "kept")  # fmt: skip
     return problems
 
 

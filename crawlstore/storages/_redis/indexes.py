@@ -10,7 +10,8 @@ whose reads merge every bucket's.
 
 A revisit is a member of its own, written without a read (``ZLEXCOUNT`` counts a range of
 slots in a read of its own); the ring's count is kept with the totals, which a unit reads
-anyway, so that only a ring over its share reads its oldest members.
+anyway, and a failure is added once (a ring of a bucket is small enough for a unit to keep
+whole, so the look costs no round trip of its own once read).
 """
 
 from __future__ import annotations
@@ -63,12 +64,17 @@ def revisits_until(key: bytes, until: float) -> tuple[Any, ...]:
 
 
 def note(unit: Any, tag: bytes, failure: Failure, keep: int) -> None:
-    """Add ``failure`` to the ring of ``tag`` in ``unit``, keeping its newest ``keep``."""
+    """Add ``failure`` to the ring of ``tag`` in ``unit``, keeping its newest ``keep``; one it
+    holds already is left as it is (so the count stays exact: a migration noting it again,
+    one URL failing twice in a millisecond)."""
     key, totals = tag + FAILURES, tag + TOTALS
+    member = failure_member(failure)
+    if unit.zrange(key, member, None, 1, inclusive=True) == [member]:
+        return
     held = int(unit.hgetall(totals).get(HELD) or 0) + 1
-    unit.zadd(key, failure_member(failure))
+    unit.zadd(key, member)
     if held > keep:
-        for member in unit.zrange(key, None, None, held - keep):
-            unit.zrem(key, member)
+        for oldest in unit.zrange(key, None, None, held - keep):
+            unit.zrem(key, oldest)
         held = keep
     unit.hset(totals, HELD, b"%d" % held)

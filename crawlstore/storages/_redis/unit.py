@@ -231,8 +231,8 @@ class CachedUnit:
             if not added and not removed and key not in cache.big:
                 members = self.read([self.whole_read(key)])[0]
                 whole = self.loaded(key, members)
-                if whole is None and after is None and before is None:
-                    return list(members[:limit])
+                if whole is None and after is None and before is None and limit < len(members):
+                    return list(members[:limit])  # (a larger set: its first are all read)
         if whole is None:
             lo = b"-" if after is None else (b"[" if inclusive else b"(") + after
             hi = b"+" if before is None else b"(" + before
