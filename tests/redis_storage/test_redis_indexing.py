@@ -77,8 +77,6 @@ def as_format_2(node: Node, url: str, *, format_1: bool = False) -> None:
         for key in client.scan_iter(match=f"{{{ns}:*"):
             if key.endswith((b":fl", b":rv")):
                 client.delete(key)
-            elif key.endswith(b":t"):
-                client.hdel(key, "~fl")
         if format_1:
             client.hdel(f"{{{ns}}}:meta", "indexed")
         else:

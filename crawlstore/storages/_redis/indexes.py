@@ -5,13 +5,12 @@ whose reads merge every bucket's.
 | key | type | content |
 |---|---|---|
 | ``<tag>`` ``FAILURES`` | sorted set | recent failures: time (ms, u64), URL digest (8), record |
-| ``<tag>`` ``TOTALS`` ``~fl`` | field | how many ``FAILURES`` holds |
 | ``<tag>`` ``REVISITS`` | sorted set | scheduled revisits: slot (``revisit_slot``, u64), fp |
 
 A revisit is a member of its own, written without a read (``ZLEXCOUNT`` counts a range of
-slots in a read of its own); the ring's count is kept with the totals, which a unit reads
-anyway, and a failure is added once (a ring of a bucket is small enough for a unit to keep
-whole, so the look costs no round trip of its own once read).
+slots in a read of its own); a failure too, then the ring is trimmed to its newest by rank
+(``ZREMRANGEBYRANK``, the write ``T`` of the function library): neither reads anything, and
+either, applied twice, leaves what it left once.
 """
 
 from __future__ import annotations
@@ -23,16 +22,13 @@ from typing import Any
 from ...errors import CorruptRecord
 from ...frontier.spi import Failure
 from .._records import decode_failure, encode_failure, ms_up, revisit_slot
-from .keys import TOTALS
 
-__all__ = ["FAILURES", "HELD", "REVISITS", "decode", "failure_member", "newest", "note",
+__all__ = ["FAILURES", "REVISITS", "decode", "failure_member", "newest", "note",
            "revisit_member",
            "revisits_until"]  # fmt: skip
 
 FAILURES = b":fl"
 REVISITS = b":rv"
-#: The field of ``TOTALS`` that counts the ring's failures.
-HELD = b"~fl"
 _U64 = struct.Struct(">Q")
 #: The part of a ``FAILURES`` member before its record.
 _HEAD = 16
@@ -64,17 +60,8 @@ def revisits_until(key: bytes, until: float) -> tuple[Any, ...]:
 
 
 def note(unit: Any, tag: bytes, failure: Failure, keep: int) -> None:
-    """Add ``failure`` to the ring of ``tag`` in ``unit``, keeping its newest ``keep``; one it
-    holds already is left as it is (so the count stays exact: a migration noting it again,
-    one URL failing twice in a millisecond)."""
-    key, totals = tag + FAILURES, tag + TOTALS
-    member = failure_member(failure)
-    if unit.zrange(key, member, None, 1, inclusive=True) == [member]:
-        return
-    held = int(unit.hgetall(totals).get(HELD) or 0) + 1
-    unit.zadd(key, member)
-    if held > keep:
-        for oldest in unit.zrange(key, None, None, held - keep):
-            unit.zrem(key, oldest)
-        held = keep
-    unit.hset(totals, HELD, b"%d" % held)
+    """Add ``failure`` to the ring of ``tag`` in ``unit``, keeping its newest ``keep``: two
+    blind writes (a failure it holds already is the same member)."""
+    key = tag + FAILURES
+    unit.zadd(key, failure_member(failure))
+    unit.ztrim(key, keep)

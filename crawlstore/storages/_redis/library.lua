@@ -52,6 +52,8 @@ local function apply_ops(keys, args, first)
       redis.call('ZADD', key, 0, args[i + 2]); i = i + 3
     elseif op == 'z' then
       redis.call('ZREM', key, args[i + 2]); i = i + 3
+    elseif op == 'T' then  -- keep the greatest members of a sorted set, this many
+      redis.call('ZREMRANGEBYRANK', key, 0, -(tonumber(args[i + 2]) + 1)); i = i + 3
     elseif op == 'S' then
       redis.call('SADD', key, args[i + 2]); i = i + 3
     elseif op == 's' then

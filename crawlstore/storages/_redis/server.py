@@ -41,12 +41,13 @@ SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 _NS = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: The function library crawlstore loads, and the version its calls need.
 _SOURCE = resources.files(__package__).joinpath("library.lua").read_text()
-#: The library's major version (its calls' contract), its minor version (functions added,
-#: the others unchanged: 1, ``cs_commit_v``) and a digest of its text. A node holding a newer
-#: major version refuses this crawlstore; one holding a newer minor version of the same major
-#: keeps it (it has every function this one calls); one holding any other text gets this one.
+#: The library's major version (its calls' contract), its minor version (functions or writes
+#: added, the others unchanged: 1, ``cs_commit_v``; 3, the write ``T``) and a digest of its
+#: text. A node holding a newer major version refuses this crawlstore; one holding a newer
+#: minor version of the same major keeps it (it has every function and write this one
+#: sends); one holding any other text gets this one.
 LIBRARY_MAJOR = 2
-LIBRARY_MINOR = 2
+LIBRARY_MINOR = 3
 LIBRARY_VERSION = (
     f"{LIBRARY_MAJOR}.{LIBRARY_MINOR}.{hashlib.sha1(_SOURCE.encode()).hexdigest()[:12]}".encode()
 )

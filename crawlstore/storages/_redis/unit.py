@@ -163,6 +163,8 @@ class CachedUnit:
                     self.zadd(key, op[1])
                 elif code == "z":
                     self.zrem(key, op[1])
+                elif code == "T":
+                    self.ztrim(key, op[1])
                 elif code == "S":
                     self.sadd(key, op[1])
                 elif code == "L":
@@ -288,6 +290,19 @@ class CachedUnit:
             self._added.get(key, set()).discard(member)
             self._removed.setdefault(key, set()).add(member)
         self._write(key, (1, member), ("z", member))
+
+    def ztrim(self, key: bytes, keep: int) -> None:
+        """Keep the ``keep`` greatest members of a sorted set (a ring), after every write of
+        the unit to it so far: a write that reads nothing."""
+        whole = self.cache.zsets.get(key)
+        if whole is not None:
+            del whole[: max(0, len(whole) - keep)]
+        else:
+            self.cache.big.add(key)  # (which members it leaves, only the server knows)
+        writes = self.writes.get(key)
+        if writes is not None:
+            writes.pop((5, 0), None)  # after the writes since
+        self._write(key, (5, 0), ("T", keep))
 
     # -- plain sets and bits (seen sets) --------------------------------------------------------
 
