@@ -122,8 +122,7 @@ class Store:
             clock = system_clock if shared is None else SyncedClock(shared)
         store = cls(storage, clock)
         if not readonly and not storage.indexed:
-            for name in store.crawls():  # (before the fingerprints move: it counts by them)
-                reindex(store.frontier(crawl=name).core)
+            index_crawls(store)  # (before the fingerprints move: it counts by them)
             storage.set_indexed()
         if storage.fingerprint < FINGERPRINT_VERSION:
             migrate_fingerprints(store)
@@ -361,6 +360,15 @@ class Store:
     def __repr__(self) -> str:
         state = "closed" if self._closed else self.durability.value
         return f"<Store {self.location!r} {state}{' readonly' if self.readonly else ''}>"
+
+
+def index_crawls(store: Store) -> list[str]:
+    """Write every crawl's bounded indexes from its records (a store of a format that kept
+    none), a crawl at a time; the crawls."""
+    names = store.crawls()
+    for name in names:
+        reindex(store.frontier(crawl=name).core)
+    return names
 
 
 def migrate_fingerprints(store: Store) -> list[str]:

@@ -94,15 +94,12 @@ def _from_format_3(source: str, target: str, version: int) -> list[str]:
     """A copy of a file of format 3 with each crawl's indexes written (format 4), then (an
     older fingerprint version) its URLs at their new fingerprints."""
     from ..clock import system_clock
-    from ..frontier.reindex import reindex
     from ..storages import open_file_copy
-    from ..store import Store, migrate_fingerprints
+    from ..store import Store, index_crawls, migrate_fingerprints
 
     with Store(open_file_copy(source, target, fingerprint=version, format_from=3),
                system_clock) as store:  # fmt: skip
-        names = store.crawls()
-        for name in names:
-            reindex(store.frontier(crawl=name).core)
+        names = index_crawls(store)
         if version < FINGERPRINT_VERSION:
             return migrate_fingerprints(store)
         return names

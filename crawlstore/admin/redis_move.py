@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING, Any
 from ..cli.exportfile import read_export, to_line
 from ..clock import system_clock
 from ..errors import InvalidArgument, OlderFormat, StoreError
-from ..frontier.reindex import reindex
 from ..storages import REDIS_INDEXING as INDEXING
 from ..storages import redis_format_move, sync_directory
-from ..store import Store, migrate_fingerprints
+from ..store import Store, index_crawls, migrate_fingerprints
 from ..textfiles import open_text
 from ..url import FINGERPRINT_VERSION
 
@@ -108,9 +107,7 @@ def _index(move: FormatMove, fingerprint: int) -> list[str]:
     say format 3. The crawls."""
     move.begin_indexing()
     with Store(move.indexing(fingerprint), system_clock) as store:
-        crawls = store.crawls()
-        for crawl in crawls:
-            reindex(store.frontier(crawl=crawl).core)
+        crawls = index_crawls(store)
         if fingerprint < FINGERPRINT_VERSION:
             migrate_fingerprints(store)  # (which moves the revisits counted by fingerprint)
     move.finish_indexing()

@@ -52,9 +52,8 @@ def exposition(panels: Panels) -> bytes:
                     family.add_metric([crawl], stats[name])
                 for reason, n in stats["refused"].items():
                     refused.add_metric([crawl, reason], n)
-                recent = panels.recent(crawl)
-                revisits.add_metric([crawl], recent["revisits"]["due"])
-                traps.add_metric([crawl], recent["traps_blocked"])
+                revisits.add_metric([crawl], panels.revisits_due(crawl))
+                traps.add_metric([crawl], panels.traps_blocked(crawl))
                 if summary["store"]["file_bytes"] is not None:
                     size.samples.clear()
                     size.add_metric([], summary["store"]["file_bytes"])

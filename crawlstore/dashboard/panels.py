@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from ..errors import InvalidArgument, InvalidSeed
 from ..frontier.indexes import RECENT_FAILURES
 from ..frontier.spi import REVISIT_SLOT
-from ..frontier.traps import blocked_prefixes
+from ..frontier.traps import BLOCKED_NAMESPACE, blocked_prefixes
 from ..store import Store
 
 __all__ = ["HISTORY", "QUEUE_SCAN", "Panels", "UnknownCrawl"]
@@ -132,9 +132,17 @@ class Panels:
             "traps": [asdict(b) for b in blocked[:SHOWN]],
             "traps_blocked": len(blocked),
             "revisits": {"overdue": core.revisits_due(now - REVISIT_SLOT),
-                         "until": now + REVISITS_AHEAD,
-                         "due": core.revisits_due(now + REVISITS_AHEAD)},
+                         "until": now + REVISITS_AHEAD, "due": self.revisits_due(crawl, now)},
         }  # fmt: skip
+
+    def revisits_due(self, crawl: str, now: float | None = None) -> int:
+        """The crawl's revisits due in the next ``REVISITS_AHEAD`` seconds (overdue ones too)."""
+        now = self.store.clock() if now is None else now
+        return int(self._frontier(crawl).core.revisits_due(now + REVISITS_AHEAD))
+
+    def traps_blocked(self, crawl: str) -> int:
+        """How many of the crawl's URL prefixes are at a trap budget (their keys only)."""
+        return len(self._frontier(crawl).core.state(BLOCKED_NAMESPACE))
 
     def url(self, crawl: str, url: str) -> dict[str, Any]:
         """The ``url`` view of one URL: its state, queue, last outcome, seed."""

@@ -4,6 +4,7 @@ decode raises ``CorruptRecord`` naming its table and key."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 from collections.abc import Callable
@@ -29,8 +30,8 @@ from ..frontier.spi import (
 )
 from ..url import Fingerprint
 
-__all__ = ["ORDER", "U64_MAX", "decode_failure", "decode_url", "encode_failure", "encode_url",
-           "failure_key", "ms_up", "pack", "revisit_slot", "unpack"]  # fmt: skip
+__all__ = ["FAILURE_KEY", "ORDER", "U64_MAX", "decode_failure", "decode_url", "encode_failure",
+           "encode_url", "failure_key", "ms_up", "pack", "revisit_slot", "unpack"]  # fmt: skip
 
 #: A queue entry's place: rank (u32), class (u8), sequence (u64), big-endian so that byte order
 #: is the order entries leave their queue in.
@@ -108,10 +109,16 @@ def revisit_slot(at: float) -> int:
     return ms_up(at) // (REVISIT_SLOT * 1000)
 
 
+#: A failure's place in its partition's ring: its time (ms) and a digest of its URL (8 bytes),
+#: so that byte order is the order of their times and the oldest goes first.
+FAILURE_KEY = struct.Struct(">Q8s")
+
+
 def failure_key(failure: Failure) -> bytes:
-    """Where a failure is in its partition's ring: its time (ms, u64) and its URL, so that byte
-    order is the order of their times and the oldest goes first."""
-    return struct.pack(">Q", ms_up(failure.at)) + failure.url.encode("utf-8", "surrogatepass")
+    """Where a failure is in its partition's ring (``FAILURE_KEY``); every storage orders
+    them by it."""
+    digest = hashlib.blake2b(failure.url.encode("utf-8", "surrogatepass"), digest_size=8)
+    return FAILURE_KEY.pack(ms_up(failure.at), digest.digest())
 
 
 def encode_failure(failure: Failure) -> bytes:

@@ -117,9 +117,10 @@ def test_a_migration_that_stopped_half_way_finishes_counting_nothing_twice(
     fill(url)
     before = expected(url)
     as_format_2(redis_node, url)
+    from crawlstore import store as store_module
     from crawlstore.admin import redis_move
 
-    real = redis_move.reindex
+    real = store_module.reindex
     calls = 0
 
     def stop_after_one(core: object) -> None:
@@ -129,7 +130,7 @@ def test_a_migration_that_stopped_half_way_finishes_counting_nothing_twice(
         raise KeyboardInterrupt("stopped")
 
     with monkeypatch.context() as patched:
-        patched.setattr(redis_move, "reindex", stop_after_one)
+        patched.setattr(store_module, "reindex", stop_after_one)
         with pytest.raises(KeyboardInterrupt):
             redis_move.move_redis_store(url)
     assert calls == 1

@@ -3,7 +3,7 @@
 | table | key | value |
 |---|---|---|
 | ``failures`` | crawl | how many failures the crawl keeps (u32) |
-| ``failures`` | crawl, time (ms, u64), URL digest (8 bytes) | the failure (``encode_failure``) |
+| ``failures`` | crawl, ``failure_key`` (time in ms, URL digest) | the failure, msgpack |
 | ``revisits`` | crawl, slot (``revisit_slot``, u64) | revisits due in it (u64) |
 
 A failure goes in by its time: the oldest of a crawl's is the first of its range, and goes
@@ -13,13 +13,12 @@ when the crawl keeps more than it should. The revisits of a slot are one count, 
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from typing import TYPE_CHECKING
 
 from ...errors import CorruptRecord
 from ...frontier.spi import CrawlRecord, Failure
-from .._records import decode_failure, encode_failure, ms_up, revisit_slot
+from .._records import decode_failure, encode_failure, failure_key, revisit_slot
 from . import keys
 
 if TYPE_CHECKING:
@@ -28,13 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["count_revisit", "failures", "note_failure", "revisits_due"]
 
 _U32 = struct.Struct(">I")
-#: A failure's key after the crawl's id: its time (ms) and a digest of its URL.
-_FAILURE = struct.Struct(">Q8s")
-
-
-def _failure_key(crawl: bytes, failure: Failure) -> bytes:
-    digest = hashlib.blake2b(failure.url.encode("utf-8", "surrogatepass"), digest_size=8)
-    return crawl + _FAILURE.pack(ms_up(failure.at), digest.digest())
 
 
 def _count(raw: bytes | memoryview | None, key: bytes) -> int:
@@ -49,10 +41,10 @@ def note_failure(storage: LmdbStorage, crawl: CrawlRecord, failure: Failure, kee
     txn, db = storage.ctx().txn, storage.dbs["failures"]
     prefix: bytes = crawl.ref
     held = _count(txn.get(prefix, db=db), prefix)
-    if txn.replace(_failure_key(prefix, failure), encode_failure(failure), db=db) is None:
+    if txn.replace(prefix + failure_key(failure), encode_failure(failure), db=db) is None:
         held += 1
     if held > keep:
-        cursor = txn.cursor(db=db)
+        cursor = storage.ctx().cursor("failures")
         found = cursor.set_range(prefix + b"\x00")  # the oldest (the count's key sorts first)
         while found and held > keep and cursor.key()[keys.CRAWL] == prefix:
             found = cursor.delete()

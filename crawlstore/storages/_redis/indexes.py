@@ -4,7 +4,7 @@ whose reads merge every bucket's.
 
 | key | type | content |
 |---|---|---|
-| ``<tag>`` ``FAILURES`` | sorted set | recent failures: time (ms, u64), URL digest (8), record |
+| ``<tag>`` ``FAILURES`` | sorted set | recent failures: ``failure_key``, then the record |
 | ``<tag>`` ``REVISITS`` | sorted set | scheduled revisits: slot (``revisit_slot``, u64), fp |
 
 A revisit is a member of its own, written without a read (``ZLEXCOUNT`` counts a range of
@@ -15,13 +15,12 @@ either, applied twice, leaves what it left once.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from typing import Any
 
 from ...errors import CorruptRecord
 from ...frontier.spi import Failure
-from .._records import decode_failure, encode_failure, ms_up, revisit_slot
+from .._records import FAILURE_KEY, decode_failure, encode_failure, failure_key, revisit_slot
 
 __all__ = ["FAILURES", "REVISITS", "decode", "failure_member", "newest", "note",
            "revisit_member",
@@ -30,13 +29,12 @@ __all__ = ["FAILURES", "REVISITS", "decode", "failure_member", "newest", "note",
 FAILURES = b":fl"
 REVISITS = b":rv"
 _U64 = struct.Struct(">Q")
-#: The part of a ``FAILURES`` member before its record.
-_HEAD = 16
+#: The part of a ``FAILURES`` member before its record: its ``failure_key``.
+_HEAD = FAILURE_KEY.size
 
 
 def failure_member(failure: Failure) -> bytes:
-    digest = hashlib.blake2b(failure.url.encode("utf-8", "surrogatepass"), digest_size=8)
-    return _U64.pack(ms_up(failure.at)) + digest.digest() + encode_failure(failure)
+    return failure_key(failure) + encode_failure(failure)
 
 
 def decode(member: bytes) -> Failure:
